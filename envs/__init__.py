@@ -1,0 +1,1 @@
+"""AMaze, the environment every method shares: see envs/maze.py for the API."""

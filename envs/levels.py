@@ -1,0 +1,172 @@
+"""Level generation, ACCEL mutations, level equality, level metrics and ASCII levels.
+
+Everything here except the ASCII helpers is jittable and vmappable; shapes are fixed by `height`
+and `width` (static Python ints).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from envs.maze import DIR_TO_VEC, Level, make_level
+
+EDIT_NO_OP, EDIT_FLIP_WALL, EDIT_MOVE_GOAL = 0, 1, 2
+NUM_EDIT_TYPES = 3
+
+
+def _cell_to_pos(cell: jax.Array, width: int) -> jax.Array:
+    return jnp.stack([cell % width, cell // width]).astype(jnp.int32)
+
+
+def _pos_to_cell(pos: jax.Array, width: int) -> jax.Array:
+    return pos[1] * width + pos[0]
+
+
+def _sample_cell(rng: jax.Array, allowed: jax.Array) -> jax.Array:
+    """A uniform cell index among the True entries of the flat mask `allowed`."""
+    return jax.random.categorical(rng, jnp.where(allowed, 0.0, -jnp.inf))
+
+
+def sample_dr_level(rng: jax.Array, height: int = 13, width: int = 13, n_walls: int = 60) -> Level:
+    """The DR generator (AMAZE.md): `n_walls` cells uniform *with replacement* (about 50.7 distinct for
+    60 on 13x13), then the agent on a free cell, a uniform direction, the goal on another free cell.
+    Levels are not checked for solvability. `n_walls=0` gives ACCEL's empty starting mazes."""
+    rng_walls, rng_agent, rng_dir, rng_goal = jax.random.split(rng, 4)
+    wall_cells = jax.random.randint(rng_walls, (n_walls,), 0, height * width)
+    walls = jnp.zeros(height * width, dtype=bool).at[wall_cells].set(True)
+    agent_cell = _sample_cell(rng_agent, ~walls)
+    agent_dir = jax.random.randint(rng_dir, (), 0, 4)
+    goal_cell = _sample_cell(rng_goal, ~walls & (jnp.arange(height * width) != agent_cell))
+    return make_level(
+        walls.reshape(height, width), _cell_to_pos(goal_cell, width), _cell_to_pos(agent_cell, width), agent_dir
+    )
+
+
+def sample_empty_level(rng: jax.Array, height: int = 13, width: int = 13) -> Level:
+    """An empty maze with random agent, direction and goal (ACCEL's starting point)."""
+    return sample_dr_level(rng, height, width, n_walls=0)
+
+
+def apply_edit(level: Level, edit_type: jax.Array, cell: jax.Array) -> Level:
+    """One mutation edit at flat cell index `cell` (y * W + x): no-op, flip that cell's wall bit, or move
+    the goal there (clearing a wall under it). The agent never moves."""
+    width = level.width
+    flat_walls = level.wall_map.reshape(-1)
+    flipped = flat_walls.at[cell].set(~flat_walls[cell]).reshape(level.wall_map.shape)
+    cleared = flat_walls.at[cell].set(False).reshape(level.wall_map.shape)
+    wall_map = jnp.where(
+        edit_type == EDIT_FLIP_WALL, flipped, jnp.where(edit_type == EDIT_MOVE_GOAL, cleared, level.wall_map)
+    )
+    goal_pos = jnp.where(edit_type == EDIT_MOVE_GOAL, _cell_to_pos(cell, width), level.goal_pos)
+    return level.replace(wall_map=wall_map, goal_pos=goal_pos)
+
+
+def _mutate_once(level: Level, rng: jax.Array) -> tuple[Level, tuple[jax.Array, jax.Array]]:
+    rng_type, rng_flip, rng_goal = jax.random.split(rng, 3)
+    width = level.width
+    cells = jnp.arange(level.height * width)
+    goal_cell = _pos_to_cell(level.goal_pos, width)
+    agent_cell = _pos_to_cell(level.agent_pos, width)
+    not_goal_or_agent = (cells != goal_cell) & (cells != agent_cell)
+    edit_type = jax.random.randint(rng_type, (), 0, NUM_EDIT_TYPES)
+    flip_cell = _sample_cell(rng_flip, not_goal_or_agent)
+    goal_target = _sample_cell(rng_goal, not_goal_or_agent & ~level.wall_map.reshape(-1))
+    cell = jnp.where(edit_type == EDIT_MOVE_GOAL, goal_target, flip_cell)
+    return apply_edit(level, edit_type, cell), (edit_type, cell)
+
+
+def mutate_level(rng: jax.Array, level: Level, num_edits: int = 20) -> Level:
+    """ACCEL's mutator (AMAZE.md): `num_edits` edits, each uniformly a no-op, a wall flip on a cell other
+    than goal and agent, or a goal move to a free cell that is not the goal or the agent."""
+    level, _ = jax.lax.scan(_mutate_once, level, jax.random.split(rng, num_edits))
+    return level
+
+
+def levels_equal(a: Level, b: Level) -> jax.Array:
+    """Equal walls, goal and agent position (the direction is ignored, as in minimax's comparator)."""
+    return jnp.all(a.wall_map == b.wall_map) & jnp.all(a.goal_pos == b.goal_pos) & jnp.all(a.agent_pos == b.agent_pos)
+
+
+def wall_count(level: Level) -> jax.Array:
+    return jnp.sum(level.wall_map, dtype=jnp.int32)
+
+
+def shortest_path_length(level: Level) -> jax.Array:
+    """Grid moves from agent to goal around walls (turns not counted), or -1 when unreachable.
+
+    Breadth-first search as repeated 4-neighbour relaxation of a distance map, stopped when nothing
+    changes: O(path length x H x W), a few milliseconds on CPU for a 101x101 perfect maze.
+    """
+    height, width = level.wall_map.shape
+    unreached = height * width
+    free = ~level.wall_map
+    start = jnp.full((height, width), unreached, jnp.int32).at[level.agent_pos[1], level.agent_pos[0]].set(0)
+    padded_shape = (height + 2, width + 2)
+
+    def relax(carry):
+        dist, _ = carry
+        padded = jnp.full(padded_shape, unreached, jnp.int32).at[1:-1, 1:-1].set(dist)
+        neighbours = jnp.minimum(
+            jnp.minimum(padded[:-2, 1:-1], padded[2:, 1:-1]), jnp.minimum(padded[1:-1, :-2], padded[1:-1, 2:])
+        )
+        new = jnp.where(free, jnp.minimum(dist, neighbours + 1), unreached)
+        return new, jnp.any(new != dist)
+
+    dist, _ = jax.lax.while_loop(lambda carry: carry[1], relax, (start, jnp.bool_(True)))
+    goal_dist = dist[level.goal_pos[1], level.goal_pos[0]]
+    return jnp.where(goal_dist >= unreached, -1, goal_dist)
+
+
+def is_solvable(level: Level) -> jax.Array:
+    return shortest_path_length(level) >= 0
+
+
+AGENT_CHARS = ">v<^"  # indexed by direction
+
+
+def level_to_text(level: Level) -> str:
+    """ASCII map, one row per line: `#` wall, `.` free, `G` goal, `>v<^` the agent facing its way."""
+    walls = np.asarray(level.wall_map)
+    rows = [["#" if wall else "." for wall in row] for row in walls]
+    goal_x, goal_y = np.asarray(level.goal_pos).tolist()
+    agent_x, agent_y = np.asarray(level.agent_pos).tolist()
+    rows[goal_y][goal_x] = "G"
+    rows[agent_y][agent_x] = AGENT_CHARS[int(level.agent_dir)]
+    return "\n".join("".join(row) for row in rows)
+
+
+def level_from_text(text: str) -> Level:
+    """Parse `level_to_text`'s format (surrounding blank lines and indentation ignored)."""
+    rows = [line.strip() for line in text.strip().splitlines()]
+    if not rows or any(len(row) != len(rows[0]) for row in rows):
+        raise ValueError("level text must be a non-empty rectangle of '#', '.', 'G' and one of '>v<^'")
+    bad = sorted({char for row in rows for char in row} - set("#.G" + AGENT_CHARS))
+    if bad:
+        raise ValueError(f"level text has unknown characters {bad}; use '#', '.', 'G' and one of '>v<^'")
+    agents = [(x, y, AGENT_CHARS.index(c)) for y, row in enumerate(rows) for x, c in enumerate(row) if c in AGENT_CHARS]
+    goals = [(x, y) for y, row in enumerate(rows) for x, c in enumerate(row) if c == "G"]
+    if len(agents) != 1:
+        raise ValueError(f"level text needs exactly one agent ('>v<^'), found {len(agents)}")
+    if len(goals) != 1:
+        raise ValueError(f"level text needs exactly one goal 'G', found {len(goals)}")
+    wall_map = np.array([[c == "#" for c in row] for row in rows])
+    agent_x, agent_y, agent_dir = agents[0]
+    return make_level(wall_map, goals[0], (agent_x, agent_y), agent_dir)
+
+
+def validate_level(level: Level) -> None:
+    """Raise a one-line ValueError for a level the env cannot play (host-side check for user levels)."""
+    walls = np.asarray(level.wall_map)
+    if walls.ndim != 2:
+        raise ValueError(f"wall_map must be 2-D [H, W], got shape {walls.shape}")
+    height, width = walls.shape
+    for name in ("agent_pos", "goal_pos"):
+        x, y = np.asarray(getattr(level, name)).tolist()
+        if not (0 <= x < width and 0 <= y < height):
+            raise ValueError(f"{name} {(x, y)} is outside the {width}x{height} grid")
+        if walls[y, x]:
+            raise ValueError(f"{name} {(x, y)} is on a wall")
+    if np.array_equal(np.asarray(level.agent_pos), np.asarray(level.goal_pos)):
+        raise ValueError(f"agent and goal are both at {tuple(np.asarray(level.goal_pos).tolist())}")
+    if int(level.agent_dir) not in range(len(DIR_TO_VEC)):
+        raise ValueError(f"agent_dir must be 0..3, got {int(level.agent_dir)}")

@@ -1,6 +1,8 @@
 """Step-for-step parity with the recorded reference maze (minimax-lib 0.2.0), fixture format in
 ../shared/fixtures/README.md."""
 
+import operator
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -45,7 +47,7 @@ def replay(level, actions, params):
     if level.wall_map.ndim == 3:
         run = jax.vmap(run)
     first_obs, outputs = jax.jit(run)(level, jnp.asarray(actions))
-    return np.asarray(first_obs.image), dict(zip(STEP_FIELDS, map(np.asarray, outputs)))
+    return np.asarray(first_obs.image), dict(zip(STEP_FIELDS, map(np.asarray, outputs), strict=True))
 
 
 def assert_trajectory_matches(data, level_prefix, rollout_prefix, max_steps):
@@ -152,7 +154,7 @@ def test_mutation_traces_match_reference(amaze_fixture, prefix):
     width = data[prefix + "parent_wall_map"].shape[-1]
     parents, finals = recorded_level(data, prefix + "parent_"), recorded_level(data, prefix)
     for index in range(data[prefix + "mutations"].shape[0]):
-        level = jax.tree.map(lambda x: x[index], parents)
+        level = jax.tree.map(operator.itemgetter(index), parents)
         previous_walls = np.asarray(level.wall_map)
         for k, edit in enumerate(data[prefix + "mutations"][index]):
             walls, goal = data[prefix + "trace_wall_map"][index, k], data[prefix + "trace_goal_pos"][index, k]
@@ -166,7 +168,7 @@ def test_mutation_traces_match_reference(amaze_fixture, prefix):
             np.testing.assert_array_equal(level.wall_map, walls)
             np.testing.assert_array_equal(level.goal_pos, goal)
             previous_walls = walls
-        assert bool(levels_equal(level, jax.tree.map(lambda x: x[index], finals)))
+        assert bool(levels_equal(level, jax.tree.map(operator.itemgetter(index), finals)))
         np.testing.assert_array_equal(level.agent_pos, data[prefix + "parent_agent_pos"][index])
 
 

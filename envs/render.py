@@ -1,0 +1,101 @@
+"""Host-side pictures of levels and rollouts in the MiniGrid look (numpy + Pillow; never inside `jit`).
+
+Grey walls (the border included), a green goal, a red triangle for the agent pointing its way, and the
+agent's V x V view shaded lighter. Levels and states may be jax or numpy arrays.
+"""
+
+import operator
+from pathlib import Path
+
+import jax
+import numpy as np
+from PIL import Image
+
+from envs.maze import view_offsets
+
+WALL_RGB = np.array([100, 100, 100], np.uint8)
+GOAL_RGB = np.array([0, 255, 0], np.uint8)
+AGENT_RGB = np.array([255, 0, 0], np.uint8)
+GRID_LINE_RGB = np.array([100, 100, 100], np.uint8)
+VIEW_HIGHLIGHT = 0.3  # MiniGrid blends the visible cells 30% toward white
+
+
+def _triangle_mask(tile_size: int) -> np.ndarray:
+    """bool[tile, tile]: a triangle pointing right (+x), MiniGrid's agent glyph."""
+    coords = (np.arange(tile_size) + 0.5) / tile_size
+    y, x = np.meshgrid(coords, coords, indexing="ij")
+    # Tip at (0.88, 0.5), base from (0.12, 0.19) to (0.12, 0.81), as in MiniGrid.
+    slope = (0.5 - 0.19) / (0.88 - 0.12)
+    return (x >= 0.12) & (x <= 0.88) & (np.abs(y - 0.5) <= slope * (0.88 - x))
+
+
+def render_level(level, agent_pos=None, agent_dir=None, tile_size: int = 16, agent_view_size: int = 5) -> np.ndarray:
+    """uint8[(H+2) * tile, (W+2) * tile, 3]: the level with its border; the agent at `agent_pos`/`agent_dir`
+    (default: the level's start) with its view shaded."""
+    walls = np.asarray(level.wall_map, bool)
+    height, width = walls.shape
+    agent_x, agent_y = np.asarray(level.agent_pos if agent_pos is None else agent_pos).tolist()
+    direction = int(level.agent_dir if agent_dir is None else agent_dir)
+    goal_x, goal_y = np.asarray(level.goal_pos).tolist()
+
+    cells = np.zeros((height + 2, width + 2, 3), np.uint8)
+    bordered_walls = np.ones((height + 2, width + 2), bool)
+    bordered_walls[1:-1, 1:-1] = walls
+    cells[bordered_walls] = WALL_RGB
+    cells[goal_y + 1, goal_x + 1] = GOAL_RGB
+
+    visible = np.zeros((height + 2, width + 2), bool)
+    view = view_offsets(agent_view_size)[direction].reshape(-1, 2) + np.array([agent_x, agent_y]) + 1
+    inside = (view >= 0).all(axis=1) & (view[:, 0] < width + 2) & (view[:, 1] < height + 2)
+    visible[view[inside, 1], view[inside, 0]] = True
+
+    image = np.repeat(np.repeat(cells, tile_size, axis=0), tile_size, axis=1)
+    floor = np.repeat(np.repeat(~bordered_walls, tile_size, axis=0), tile_size, axis=1)
+    grid_lines = np.zeros_like(floor)
+    grid_lines[::tile_size, :] = True
+    grid_lines[:, ::tile_size] = True
+    image[floor & grid_lines] = GRID_LINE_RGB
+    tile_y, tile_x = (agent_y + 1) * tile_size, (agent_x + 1) * tile_size
+    agent_tile = image[tile_y : tile_y + tile_size, tile_x : tile_x + tile_size]
+    # np.rot90 turns counter-clockwise in array (y-down) coordinates, so k = -direction.
+    agent_tile[np.rot90(_triangle_mask(tile_size), k=-direction)] = AGENT_RGB
+    shade = np.repeat(np.repeat(visible, tile_size, axis=0), tile_size, axis=1)
+    image[shade] = (image[shade] + (255 - image[shade].astype(np.float32)) * VIEW_HIGHLIGHT).astype(np.uint8)
+    return image
+
+
+def render_grid(levels, columns: int | None = None, tile_size: int = 8, padding: int = 4) -> np.ndarray:
+    """One image of a batch of levels (leading axis), `columns` per row (default: about square)."""
+    levels = jax.tree.map(np.asarray, levels)
+    count = levels.wall_map.shape[0]
+    columns = columns or int(np.ceil(np.sqrt(count)))
+    rows = int(np.ceil(count / columns))
+    tiles = [render_level(jax.tree.map(operator.itemgetter(i), levels), tile_size=tile_size) for i in range(count)]
+    tile_h, tile_w, _ = tiles[0].shape
+    canvas = np.full((rows * (tile_h + padding) + padding, columns * (tile_w + padding) + padding, 3), 255, np.uint8)
+    for i, tile in enumerate(tiles):
+        row, col = divmod(i, columns)
+        top, left = padding + row * (tile_h + padding), padding + col * (tile_w + padding)
+        canvas[top : top + tile_h, left : left + tile_w] = tile
+    return canvas
+
+
+def render_rollout(level, agent_positions, agent_dirs, tile_size: int = 16) -> list[np.ndarray]:
+    """One frame per recorded state: `agent_positions` [T, 2] and `agent_dirs` [T]."""
+    positions, directions = np.asarray(agent_positions), np.asarray(agent_dirs)
+    return [render_level(level, positions[t], directions[t], tile_size) for t in range(len(positions))]
+
+
+def save_png(image: np.ndarray, path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(image).save(path)
+    return path
+
+
+def save_gif(frames: list[np.ndarray], path, frame_ms: int = 100) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    first, *rest = (Image.fromarray(frame) for frame in frames)
+    first.save(path, save_all=True, append_images=rest, duration=frame_ms, loop=0)
+    return path

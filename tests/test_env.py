@@ -1,0 +1,262 @@
+"""AMaze invariants: generators by distribution, mutator, teacher env, held-out mazes, ASCII levels,
+jit/vmap shapes and rendering."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from envs import teacher
+from envs.heldout import FIXED_MAZES, HELDOUT_MAZES, get_heldout_maze
+from envs.levels import (
+    apply_edit,
+    is_solvable,
+    level_from_text,
+    level_to_text,
+    levels_equal,
+    mutate_level,
+    sample_dr_level,
+    sample_empty_level,
+    shortest_path_length,
+    validate_level,
+    wall_count,
+)
+from envs.maze import EnvParams, make_level, reset_to_level, step, step_and_resample
+from envs.render import GOAL_RGB, WALL_RGB, render_grid, render_level, render_rollout, save_gif, save_png
+
+SIMPLE = """
+    #..G
+    .>..
+    ..#.
+"""
+
+
+def test_dr_generator_distribution():
+    levels = jax.jit(jax.vmap(sample_dr_level))(jax.random.split(jax.random.key(0), 4000))
+    walls = np.asarray(jax.vmap(wall_count)(levels))
+    expected = 169 * (1 - (168 / 169) ** 60)  # distinct cells among 60 draws with replacement
+    assert abs(walls.mean() - expected) < 0.2, walls.mean()
+    wall_maps = np.asarray(levels.wall_map)
+    agent, goal = np.asarray(levels.agent_pos), np.asarray(levels.goal_pos)
+    index = np.arange(len(walls))
+    assert not wall_maps[index, agent[:, 1], agent[:, 0]].any()
+    assert not wall_maps[index, goal[:, 1], goal[:, 0]].any()
+    assert not (agent == goal).all(axis=1).any()
+    # Marginals: every cell holds the agent about equally often (chi-square over 169 cells).
+    for positions in (agent, goal):
+        counts = np.bincount(positions[:, 1] * 13 + positions[:, 0], minlength=169)
+        chi2 = ((counts - counts.mean()) ** 2 / counts.mean()).sum()
+        assert chi2 < 168 + 5 * np.sqrt(2 * 168), chi2
+    assert np.bincount(np.asarray(levels.agent_dir), minlength=4).min() > 900
+
+
+def test_empty_levels_have_no_walls():
+    levels = jax.vmap(sample_empty_level)(jax.random.split(jax.random.key(1), 64))
+    assert not np.asarray(levels.wall_map).any()
+    assert np.asarray(jax.vmap(is_solvable)(levels)).all()
+
+
+def test_mutator_invariants():
+    parents = jax.vmap(sample_dr_level)(jax.random.split(jax.random.key(2), 256))
+    children = jax.jit(jax.vmap(mutate_level, (0, 0, None)), static_argnums=2)(
+        jax.random.split(jax.random.key(3), 256), parents, 20
+    )
+    np.testing.assert_array_equal(children.agent_pos, parents.agent_pos)
+    np.testing.assert_array_equal(children.agent_dir, parents.agent_dir)
+    walls, goal, agent = np.asarray(children.wall_map), np.asarray(children.goal_pos), np.asarray(children.agent_pos)
+    index = np.arange(256)
+    assert not walls[index, goal[:, 1], goal[:, 0]].any()
+    assert not walls[index, agent[:, 1], agent[:, 0]].any()
+    assert not (goal == agent).all(axis=1).any()
+    changed_walls = (walls != np.asarray(parents.wall_map)).sum(axis=(1, 2))
+    assert changed_walls.max() <= 20 and changed_walls.mean() > 3
+    assert not np.asarray(jax.vmap(levels_equal)(children, parents)).all()
+
+
+def test_apply_edit_types():
+    level = level_from_text(SIMPLE)
+    assert bool(levels_equal(apply_edit(level, jnp.int32(0), jnp.int32(5)), level))
+    flipped = apply_edit(level, jnp.int32(1), jnp.int32(0))  # (0, 0) was a wall
+    assert not bool(flipped.wall_map[0, 0])
+    moved = apply_edit(level, jnp.int32(2), jnp.int32(10))  # (2, 2) was a wall: the goal clears it
+    assert moved.goal_pos.tolist() == [2, 2] and not bool(moved.wall_map[2, 2])
+
+
+def test_teacher_episode_invariants():
+    params = teacher.TeacherParams()
+
+    def design(rng):
+        rng_reset, rng_actions, rng_steps = jax.random.split(rng, 3)
+        obs, state = teacher.reset(rng_reset, params)
+        actions = jax.random.randint(rng_actions, (params.episode_steps,), 0, params.num_actions)
+
+        def body(state, inputs):
+            action, rng_step = inputs
+            obs, state, done = teacher.step(rng_step, state, action, params)
+            return state, (obs.noise, obs.time, done)
+
+        keys = jax.random.split(rng_steps, params.episode_steps)
+        state, (noise, time, done) = jax.lax.scan(body, state, (actions, keys))
+        return teacher.to_level(state), noise, time, done, obs.image
+
+    levels, noise, time, done, first_image = jax.jit(jax.vmap(design))(jax.random.split(jax.random.key(4), 128))
+    assert first_image.shape == (128, 15, 15, 3) and first_image.dtype == jnp.float32
+    assert noise.shape == (128, 62, 50) and float(noise.min()) >= 0 and float(noise.max()) < 1
+    assert float(jnp.abs(noise[:, 0] - noise[:, 1]).mean()) > 0.1, "noise must be fresh every step"
+    np.testing.assert_array_equal(time[0], np.arange(1, 63))
+    assert done[:, -1].all() and not done[:, :-1].any()
+    for i in range(128):
+        validate_level(jax.tree.map(lambda x, i=i: x[i], levels))
+    assert 40 < float(jax.vmap(wall_count)(levels).mean()) < 55
+
+
+def test_teacher_moves_agent_off_the_goal():
+    params = teacher.TeacherParams(n_walls=2)
+
+    def design(rng):
+        _, state = teacher.reset(rng, params)
+        for action in (5, 6, 7, 7):  # walls at cells 5 and 6, the goal at 7, then the agent onto the goal
+            rng, rng_step = jax.random.split(rng)
+            _, state, done = teacher.step(rng_step, state, jnp.int32(action), params)
+        return teacher.to_level(state), done
+
+    levels, done = jax.vmap(design)(jax.random.split(jax.random.key(0), 64))
+    assert done.all() and (levels.goal_pos == jnp.array([7, 0])).all()
+    agent_cells = np.asarray(levels.agent_pos[:, 1] * 13 + levels.agent_pos[:, 0])
+    assert not np.isin(agent_cells, [5, 6, 7]).any(), "relocated onto a wall or the goal"
+    assert len(set(agent_cells.tolist())) > 20, "relocation must be random"
+
+
+def test_fixed_heldout_mazes_match_reference(heldout_json):
+    for name, spec in heldout_json["fixed"].items():
+        maze = get_heldout_maze(name)
+        level = maze.sample(jax.random.key(0))
+        np.testing.assert_array_equal(level.wall_map, np.array([[c == "#" for c in row] for row in spec["rows"]]))
+        assert level.agent_pos.tolist() == spec["start"] and level.goal_pos.tolist() == spec["goal"]
+        assert int(level.agent_dir) == spec["start_dir"]
+        assert maze.max_steps == spec["max_steps"]
+        assert int(shortest_path_length(level)) == spec["shortest_path"]
+    for name, spec in heldout_json["procedural"].items():
+        maze = get_heldout_maze(name)
+        assert (maze.height, maze.width, maze.max_steps) == (spec["height"], spec["width"], spec["max_steps"])
+    assert set(FIXED_MAZES) == set(heldout_json["fixed"])
+
+
+@pytest.mark.parametrize("name", [name for name in HELDOUT_MAZES if name not in FIXED_MAZES])
+def test_procedural_heldout_mazes_are_valid_and_solvable(name):
+    maze = get_heldout_maze(name)
+    count = 4 if maze.height > 50 else 16
+    levels = jax.jit(jax.vmap(maze.sample))(jax.random.split(jax.random.key(5), count))
+    assert levels.wall_map.shape == (count, maze.height, maze.width)
+    for i in range(count):
+        validate_level(jax.tree.map(lambda x, i=i: x[i], levels))
+    assert np.asarray(jax.jit(jax.vmap(is_solvable))(levels)).all()
+    if name.startswith("PerfectMaze"):
+        cells = (maze.height // 2 + 1) ** 2  # a spanning tree over these cells opens cells - 1 walls between them
+        free = maze.height * maze.width - np.asarray(jax.vmap(wall_count)(levels))
+        np.testing.assert_array_equal(free, 2 * cells - 1)
+        starts = np.asarray(levels.agent_pos)
+        assert len({tuple(p) for p in starts}) > count // 2, "start positions must vary"
+
+
+def test_unknown_heldout_maze_is_one_clear_line():
+    with pytest.raises(ValueError, match="unknown held-out maze 'Nope'; choose from SixteenRooms"):
+        get_heldout_maze("Nope")
+
+
+def test_ascii_round_trip_and_errors():
+    level = level_from_text(SIMPLE)
+    assert level.agent_pos.tolist() == [1, 1] and level.goal_pos.tolist() == [3, 0] and int(level.agent_dir) == 0
+    assert level_to_text(level) == "\n".join(line.strip() for line in SIMPLE.strip().splitlines())
+    random_levels = jax.vmap(sample_dr_level)(jax.random.split(jax.random.key(6), 8))
+    for i in range(8):
+        original = jax.tree.map(lambda x, i=i: x[i], random_levels)
+        parsed = level_from_text(level_to_text(original))
+        assert bool(levels_equal(parsed, original)) and int(parsed.agent_dir) == int(original.agent_dir)
+    with pytest.raises(ValueError, match="exactly one agent"):
+        level_from_text("..G\n...")
+    with pytest.raises(ValueError, match="exactly one goal"):
+        level_from_text(">..\n...")
+    with pytest.raises(ValueError, match="unknown characters"):
+        level_from_text(">.G\n.x.")
+    with pytest.raises(ValueError, match="rectangle"):
+        level_from_text(">.G\n..")
+    with pytest.raises(ValueError, match="agent_pos .* is on a wall"):
+        validate_level(make_level(np.eye(3, dtype=bool), (2, 1), (0, 0), 0))
+    with pytest.raises(ValueError, match="goal_pos .* is outside the 3x3 grid"):
+        validate_level(make_level(np.zeros((3, 3), bool), (3, 1), (0, 0), 0))
+
+
+def test_jit_vmap_shapes_and_sizes():
+    for size in (5, 13, 101):
+        params = EnvParams(max_steps=20)
+        levels = jax.vmap(sample_dr_level, (0, None, None, None))(jax.random.split(jax.random.key(7), 3), size, size, 4)
+        obs, state = jax.vmap(reset_to_level, (None, 0, None))(jax.random.key(0), levels, params)
+        sample = functools.partial(sample_dr_level, height=size, width=size, n_walls=4)
+        step_fn = jax.jit(jax.vmap(functools.partial(step_and_resample, params=params, sample_level=sample)))
+        obs, state, reward, done, _ = step_fn(jax.random.split(jax.random.key(8), 3), state, jnp.full(3, 2))
+        assert obs.image.shape == (3, 5, 5, 3) and obs.image.dtype == jnp.float32
+        assert reward.shape == (3,) and done.dtype == jnp.bool_ and state.level.wall_map.shape == (3, size, size)
+
+
+def test_resample_wrapper_starts_a_new_level_on_done():
+    params = EnvParams(max_steps=1)
+    level = level_from_text(SIMPLE)
+    _, state = reset_to_level(jax.random.key(0), level, params)
+    sample = functools.partial(sample_dr_level, height=3, width=4, n_walls=6)
+    _, next_state, _, done, _ = step_and_resample(jax.random.key(9), state, jnp.int32(0), params, sample)
+    assert bool(done) and int(next_state.time) == 0
+    assert not bool(levels_equal(next_state.level, level))
+    assert next_state.agent_pos.tolist() == next_state.level.agent_pos.tolist()
+
+
+def test_see_agent_and_custom_view_size():
+    level = level_from_text(SIMPLE)
+    obs, _ = reset_to_level(jax.random.key(0), level, EnvParams(agent_view_size=3, see_agent=True, normalize_obs=False))
+    assert obs.image.shape == (3, 3, 3)
+    assert obs.image[2, 1].tolist() == [10, 0, 0]  # the agent, facing right, at the bottom centre
+    assert obs.image[0, 1].tolist() == [1, 0, 0]  # (3, 1), two cells ahead: free
+    assert obs.image[1, 2].tolist() == [2, 5, 0]  # (2, 2), ahead and to the right: wall
+    assert obs.image[1, 0].tolist() == [1, 0, 0]  # (2, 0), ahead and to the left: free
+
+
+def test_rendering_colours_and_sizes(tmp_path):
+    level = level_from_text(SIMPLE)
+    image = render_level(level, tile_size=10)
+    assert image.shape == (50, 60, 3) and image.dtype == np.uint8
+    assert (image[0:10, 0:10] == WALL_RGB).all()  # border
+    goal_tile = image[10:20, 40:50]  # goal (3, 0) -> tile (4, 1) with the border; inside the agent's view
+    assert (goal_tile[..., 1] > 200).mean() > 0.8 and (goal_tile[..., 0] < 100).mean() > 0.8
+
+    def red_pixels(tile):  # the agent's triangle, shaded or not
+        return (tile[..., 0] > 200) & (tile[..., 1] < 120) & (tile[..., 2] < 120)
+
+    facing_right = red_pixels(image[20:30, 20:30])  # agent (1, 1) -> tile (2, 2)
+    assert facing_right.sum() > 10
+    assert facing_right[:, :5].sum() > facing_right[:, 5:].sum(), "the triangle's base is behind its tip"
+    facing_left = red_pixels(render_level(level, agent_dir=2, tile_size=10)[20:30, 20:30])
+    assert facing_left[:, 5:].sum() > facing_left[:, :5].sum()
+    unlit = render_level(level.replace(agent_pos=jnp.array([3, 2])), agent_dir=2, tile_size=10)
+    assert (unlit[10:20, 40:50] == GOAL_RGB).all(axis=-1).mean() > 0.8  # behind the agent: not shaded
+    batch = jax.vmap(sample_dr_level)(jax.random.split(jax.random.key(10), 5))
+    grid = render_grid(batch, columns=3, tile_size=4, padding=2)
+    assert grid.shape == (2 * (60 + 2) + 2, 3 * (60 + 2) + 2, 3)
+    frames = render_rollout(level, np.array([[1, 1], [2, 1]]), np.array([0, 0]), tile_size=4)
+    assert len(frames) == 2 and not np.array_equal(frames[0], frames[1])
+    assert save_png(image, tmp_path / "level.png").stat().st_size > 0
+    assert save_gif(frames, tmp_path / "rollout.gif").stat().st_size > 0
+
+
+def test_step_turns_and_blocks():
+    level = level_from_text(SIMPLE)
+    params = EnvParams(max_steps=10)
+    _, state = reset_to_level(jax.random.key(0), level, params)
+    for action, pos, direction in [(3, [1, 1], 0), (0, [1, 1], 3), (2, [1, 0], 3), (2, [1, 0], 3), (1, [1, 0], 0)]:
+        _, state, reward, done, _ = step(jax.random.key(0), state, jnp.int32(action), params)
+        assert state.agent_pos.tolist() == pos and int(state.agent_dir) == direction and not bool(done)
+    _, state, _, _, _ = step(jax.random.key(0), state, jnp.int32(2), params)  # to (2, 0)
+    _, state, reward, done, info = step(jax.random.key(0), state, jnp.int32(2), params)  # into the goal
+    assert bool(done) and bool(info["success"]) and state.agent_pos.tolist() == [2, 0]
+    assert float(reward) == pytest.approx(1 - 0.9 * 7 / 10)

@@ -238,7 +238,7 @@ def test_rendering_colours_and_sizes(tmp_path):
     assert facing_right[:, :5].sum() > facing_right[:, 5:].sum(), "the triangle's base is behind its tip"
     facing_left = red_pixels(render_level(level, agent_dir=2, tile_size=10)[20:30, 20:30])
     assert facing_left[:, 5:].sum() > facing_left[:, :5].sum()
-    unlit = render_level(level.replace(agent_pos=jnp.array([3, 2])), agent_dir=2, tile_size=10)
+    unlit = render_level(level.replace(agent_pos=jnp.array([3, 2])), agent_dir=1, tile_size=10)
     assert (unlit[10:20, 40:50] == GOAL_RGB).all(axis=-1).mean() > 0.8  # behind the agent: not shaded
     batch = jax.vmap(sample_dr_level)(jax.random.split(jax.random.key(10), 5))
     grid = render_grid(batch, columns=3, tile_size=4, padding=2)

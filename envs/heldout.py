@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envs.levels import level_from_text
+from envs.levels import level_from_text, sample_cell
 from envs.maze import DIR_TO_VEC, EnvParams, Level, make_level
 
 FIXED_MAZES = {
@@ -170,8 +170,8 @@ def _random_free_start_and_goal(rng: jax.Array, wall_map: jax.Array) -> tuple[ja
     height, width = wall_map.shape
     rng_goal, rng_agent, rng_dir = jax.random.split(rng, 3)
     free = ~wall_map.reshape(-1)
-    goal = jax.random.categorical(rng_goal, jnp.where(free, 0.0, -jnp.inf))
-    agent = jax.random.categorical(rng_agent, jnp.where(free & (jnp.arange(height * width) != goal), 0.0, -jnp.inf))
+    goal = sample_cell(rng_goal, free)
+    agent = sample_cell(rng_agent, free & (jnp.arange(height * width) != goal))
     to_pos = lambda cell: jnp.stack([cell % width, cell // width])  # noqa: E731
     return to_pos(goal), to_pos(agent), jax.random.randint(rng_dir, (), 0, 4)
 

@@ -22,9 +22,14 @@ def _pos_to_cell(pos: jax.Array, width: int) -> jax.Array:
     return pos[1] * width + pos[0]
 
 
-def _sample_cell(rng: jax.Array, allowed: jax.Array) -> jax.Array:
-    """A uniform cell index among the True entries of the flat mask `allowed`."""
-    return jax.random.categorical(rng, jnp.where(allowed, 0.0, -jnp.inf))
+def sample_cell(rng: jax.Array, allowed: jax.Array) -> jax.Array:
+    """A uniform cell index among the True entries of the flat mask `allowed` (at least one).
+
+    One random integer and a search of the running count: exact, and ~100x cheaper on CPU than a
+    Gumbel categorical, which draws a random number per cell."""
+    running_count = jnp.cumsum(allowed, dtype=jnp.int32)
+    rank = jax.random.randint(rng, (), 0, running_count[-1])
+    return jnp.searchsorted(running_count, rank, side="right").astype(jnp.int32)
 
 
 def sample_dr_level(rng: jax.Array, height: int = 13, width: int = 13, n_walls: int = 60) -> Level:
@@ -34,9 +39,9 @@ def sample_dr_level(rng: jax.Array, height: int = 13, width: int = 13, n_walls: 
     rng_walls, rng_agent, rng_dir, rng_goal = jax.random.split(rng, 4)
     wall_cells = jax.random.randint(rng_walls, (n_walls,), 0, height * width)
     walls = jnp.zeros(height * width, dtype=bool).at[wall_cells].set(True)
-    agent_cell = _sample_cell(rng_agent, ~walls)
+    agent_cell = sample_cell(rng_agent, ~walls)
     agent_dir = jax.random.randint(rng_dir, (), 0, 4)
-    goal_cell = _sample_cell(rng_goal, ~walls & (jnp.arange(height * width) != agent_cell))
+    goal_cell = sample_cell(rng_goal, ~walls & (jnp.arange(height * width) != agent_cell))
     return make_level(
         walls.reshape(height, width), _cell_to_pos(goal_cell, width), _cell_to_pos(agent_cell, width), agent_dir
     )
@@ -69,8 +74,8 @@ def _mutate_once(level: Level, rng: jax.Array) -> tuple[Level, tuple[jax.Array, 
     agent_cell = _pos_to_cell(level.agent_pos, width)
     not_goal_or_agent = (cells != goal_cell) & (cells != agent_cell)
     edit_type = jax.random.randint(rng_type, (), 0, NUM_EDIT_TYPES)
-    flip_cell = _sample_cell(rng_flip, not_goal_or_agent)
-    goal_target = _sample_cell(rng_goal, not_goal_or_agent & ~level.wall_map.reshape(-1))
+    flip_cell = sample_cell(rng_flip, not_goal_or_agent)
+    goal_target = sample_cell(rng_goal, not_goal_or_agent & ~level.wall_map.reshape(-1))
     cell = jnp.where(edit_type == EDIT_MOVE_GOAL, goal_target, flip_cell)
     return apply_edit(level, edit_type, cell), (edit_type, cell)
 

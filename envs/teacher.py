@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from envs.levels import sample_cell
 from envs.maze import COLOR_RED, EMPTY_CELL, GOAL_CELL, OBJECT_AGENT, WALL_CELL, Level, make_level
 
 
@@ -89,7 +90,7 @@ def step(rng: jax.Array, state: TeacherState, action: jax.Array, params: Teacher
     is_goal_step = state.time == params.n_walls
     is_agent_step = state.time == params.n_walls + 1
     free = ~state.wall_map.reshape(-1) & (cells != goal_cell)
-    relocated = jax.random.categorical(rng_collision, jnp.where(free, 0.0, -jnp.inf))
+    relocated = sample_cell(rng_collision, free)
     cell = jnp.where(is_agent_step & (action == goal_cell), relocated, action)
     pos = jnp.stack([cell % width, cell // width]).astype(jnp.int32)
 

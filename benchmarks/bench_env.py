@@ -1,0 +1,105 @@
+"""Random-policy AMaze throughput (env steps per second) against the number of parallel envs.
+
+Each measurement is one jitted `lax.scan` of `--num-steps` DR steps (auto-reset to fresh 60-wall
+levels) over N envs; compile is timed apart, then the median of `--repeats` runs after
+`block_until_ready`. Prints one JSON line per N, then a markdown table.
+
+    python benchmarks/bench_env.py --num-envs 32 1024 16384
+"""
+
+import functools
+import json
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import tyro
+
+# SCAFFOLDING: make `envs` and `common` importable when run as a script.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from common.provenance import describe_environment  # noqa: E402
+from envs.levels import sample_dr_level  # noqa: E402
+from envs.maze import NUM_ACTIONS, EnvParams, reset_to_level, step_and_resample  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Args:
+    num_envs: tuple[int, ...] = (32, 1024, 16384)
+    """Parallel env counts to measure."""
+    num_steps: int = 256
+    """Steps per measured scan."""
+    repeats: int = 5
+    """Timed runs per setting; the median is reported."""
+    size: int = 13
+    """Maze interior size (square)."""
+    n_walls: int = 60
+    """Walls drawn per generated level."""
+    tags: dict[str, str] = field(default_factory=dict)
+    """Extra key=value pairs recorded with every result."""
+
+
+def make_rollout(args: Args, num_envs: int):
+    params = EnvParams()
+    sample_level = functools.partial(sample_dr_level, height=args.size, width=args.size, n_walls=args.n_walls)
+    step_env = jax.vmap(functools.partial(step_and_resample, params=params, sample_level=sample_level))
+
+    def rollout(rng):
+        rng_levels, rng_steps = jax.random.split(rng)
+        levels = jax.vmap(sample_level)(jax.random.split(rng_levels, num_envs))
+        _, state = jax.vmap(reset_to_level, (None, 0, None))(rng, levels, params)
+
+        def body(carry, rng_step):
+            state, total_reward = carry
+            rng_action, rng_env = jax.random.split(rng_step)
+            actions = jax.random.randint(rng_action, (num_envs,), 0, NUM_ACTIONS)
+            _, state, reward, _, _ = step_env(jax.random.split(rng_env, num_envs), state, actions)
+            return (state, total_reward + reward.sum()), None
+
+        (_, total_reward), _ = jax.lax.scan(body, (state, jnp.float32(0)), jax.random.split(rng_steps, args.num_steps))
+        return total_reward
+
+    return jax.jit(rollout)
+
+
+def measure(args: Args, num_envs: int) -> dict:
+    rollout = make_rollout(args, num_envs)
+    rng = jax.random.key(0)
+    start = time.perf_counter()
+    compiled = rollout.lower(rng).compile()
+    compile_s = time.perf_counter() - start
+    compiled(rng).block_until_ready()
+    durations = []
+    for repeat in range(args.repeats):
+        start = time.perf_counter()
+        compiled(jax.random.key(repeat + 1)).block_until_ready()
+        durations.append(time.perf_counter() - start)
+    seconds = statistics.median(durations)
+    return {
+        "bench": "env",
+        "impl": "cleanued",
+        "num_envs": num_envs,
+        "num_steps": args.num_steps,
+        "compile_s": round(compile_s, 3),
+        "steady_s": round(seconds, 4),
+        "env_steps_per_s": round(num_envs * args.num_steps / seconds),
+        **describe_environment(),
+        "config": asdict(args),
+    }
+
+
+def main(args: Args) -> None:
+    results = [measure(args, num_envs) for num_envs in args.num_envs]
+    for result in results:
+        print(json.dumps(result))
+    print("\n| envs | steps/s | compile s |\n|---:|---:|---:|")
+    for result in results:
+        print(f"| {result['num_envs']} | {result['env_steps_per_s']:,} | {result['compile_s']} |")
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))

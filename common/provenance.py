@@ -8,9 +8,10 @@ from pathlib import Path
 import jax
 
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "numpy")
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-def git_commit(repo: Path = Path(__file__).resolve().parents[1]) -> str:
+def git_commit(repo: Path = REPO_ROOT) -> str:
     """The checked-out commit, with `+dirty` when the work tree has uncommitted changes."""
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=repo, capture_output=True, text=True)

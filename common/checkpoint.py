@@ -1,0 +1,146 @@
+"""Checkpoints of whole runner states: flax msgpack (never executes code when loaded), a SHA-256 header
+so truncation and corruption are caught, atomic writes (temporary file + rename), and retention.
+
+File layout: `MAGIC`, 64 hex digits of the payload's SHA-256, newline, msgpack payload
+{"update": int, "config": json str, "state": state dict}.
+"""
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import serialization
+
+MAGIC = b"CLEANUED-CKPT-1\n"
+NAME = re.compile(r"update_(\d+)\.msgpack$")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used; the message is one line naming the file."""
+
+
+def _is_key(leaf) -> bool:
+    return hasattr(leaf, "dtype") and jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key)
+
+
+def _host_shape(leaf) -> tuple[int, ...]:
+    return jax.eval_shape(jax.random.key_data, leaf).shape if _is_key(leaf) else tuple(leaf.shape)
+
+
+def _to_host(tree):
+    """Typed PRNG keys become their raw uint32 data; everything becomes numpy."""
+    return jax.tree.map(lambda leaf: np.asarray(jax.random.key_data(leaf) if _is_key(leaf) else leaf), tree)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` so that `path` is either the old file or the complete new one, never a torn write."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def save(path: Path, state, update: int, config: dict) -> Path:
+    payload = serialization.msgpack_serialize(
+        {
+            "update": update,
+            "config": json.dumps(config, sort_keys=True),
+            "state": serialization.to_state_dict(_to_host(state)),
+        }
+    )
+    write_atomic(path, MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+    return path
+
+
+def _read_payload(path: Path) -> dict:
+    data = path.read_bytes()
+    header = len(MAGIC) + 65
+    if not data.startswith(MAGIC) or len(data) < header:
+        raise CheckpointError(f"{path} is not a cleanued checkpoint (bad header)")
+    digest, payload = data[len(MAGIC) : header - 1].decode(errors="replace"), data[header:]
+    if hashlib.sha256(payload).hexdigest() != digest:
+        raise CheckpointError(f"{path} is truncated or corrupted (checksum mismatch)")
+    return serialization.msgpack_restore(payload)
+
+
+def load(path: Path, template) -> tuple[object, int, dict]:
+    """(state shaped like `template`, update, saved config). `template` may hold ShapeDtypeStructs."""
+    payload = _read_payload(path)
+    host_template = jax.tree.map(lambda leaf: np.zeros(_host_shape(leaf), np.uint32), template)
+    try:
+        host_state = serialization.from_state_dict(host_template, payload["state"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise CheckpointError(f"{path} does not match this config's runner state ({error})") from None
+    for saved, expected in zip(jax.tree.leaves(host_state), jax.tree.leaves(host_template), strict=True):
+        if np.shape(saved) != np.shape(expected):
+            shapes = f"an array of shape {np.shape(saved)}, expected {np.shape(expected)}"
+            raise CheckpointError(f"{path} does not match this config's runner state ({shapes})")
+    state = jax.tree.map(
+        lambda leaf, saved: (
+            jax.random.wrap_key_data(jnp.asarray(saved)) if _is_key(leaf) else jnp.asarray(saved, leaf.dtype)
+        ),
+        template,
+        host_state,
+    )
+    return state, int(payload["update"]), json.loads(payload["config"])
+
+
+def list_checkpoints(directory: Path) -> list[Path]:
+    """Checkpoints in `directory`, oldest first."""
+    if not directory.is_dir():
+        return []
+    found = [(int(match.group(1)), path) for path in directory.iterdir() if (match := NAME.search(path.name))]
+    return [path for _, path in sorted(found)]
+
+
+def checkpoint_path(directory: Path, update: int) -> Path:
+    return directory / f"update_{update:08d}.msgpack"
+
+
+def prune(directory: Path, keep: int) -> None:
+    """Delete all but the newest `keep` checkpoints in `directory` (archives live elsewhere)."""
+    for path in list_checkpoints(directory)[:-keep] if keep > 0 else []:
+        path.unlink()
+
+
+class Checkpoints:
+    """A run's checkpoints/: save (atomic, pruned to the newest `keep`, archived every `archive_interval`
+    updates into checkpoints/archive/) and restore the newest."""
+
+    def __init__(self, run_dir: Path, keep: int, archive_interval: int, config: dict):
+        self.directory, self.keep, self.archive_interval, self.config = (
+            run_dir / "checkpoints",
+            keep,
+            archive_interval,
+            config,
+        )
+
+    def newest(self) -> Path | None:
+        saved = list_checkpoints(self.directory)
+        return saved[-1] if saved else None
+
+    def save(self, state, update: int) -> Path:
+        path = save(checkpoint_path(self.directory, update), state, update, self.config)
+        prune(self.directory, self.keep)
+        if self.archive_interval and update % self.archive_interval == 0:
+            write_atomic(checkpoint_path(self.directory / "archive", update), path.read_bytes())
+        return path
+
+    def restore(self, template) -> tuple[object, int] | None:
+        """(state, update) from the newest checkpoint, or None when there is none yet."""
+        newest = self.newest()
+        if newest is None:
+            return None
+        try:
+            state, update, _ = load(newest, template)
+        except CheckpointError as error:
+            raise CheckpointError(f"{error}; delete it to resume from the previous checkpoint") from None
+        return state, update

@@ -41,6 +41,7 @@ from common.runs import (  # noqa: E402
     config_to_dict,
     one_line_errors,
     prepare_run_dir,
+    record_config,
     stop_reason,
 )
 from envs.heldout import HELDOUT_MAZES, HeldoutMaze  # noqa: E402
@@ -328,7 +329,7 @@ def ppo_update(rng, train_state: TrainState, network, carry, transitions: Transi
             grads, metrics = jax.grad(ppo_loss, has_aux=True)(
                 train_state.params, network, batch_carry, batch_transitions, batch_advantages, batch_targets, config
             )
-            metrics["ppo/grad_norm"] = optax.global_norm(grads)
+            metrics["ppo/grad_norm"] = optax.tree.norm(grads)
             return train_state.apply_gradients(grads=grads), metrics
 
         return jax.lax.scan(minibatch, train_state, batches)
@@ -403,7 +404,7 @@ class TrainFunctions(NamedTuple):
     step: callable  # RunnerState -> (RunnerState, metrics {key: [log_interval]})
     evaluate: callable  # RunnerState -> metrics {key: scalar}
     training_levels: callable  # RunnerState -> Level batch, for pictures
-    train: callable  # rng -> (RunnerState, (metrics, eval metrics)): the whole run, pure
+    train: callable  # rngs [num_seeds] -> (RunnerState, (metrics, eval metrics)): the whole run, pure
 
 
 def make_train(config: Config) -> TrainFunctions:
@@ -479,22 +480,23 @@ def make_train(config: Config) -> TrainFunctions:
         rng = jax.random.fold_in(runner.rng_eval, -1 - runner.update)
         return jax.vmap(sample_level)(jax.random.split(rng, config.num_envs))
 
-    def train(rng):
-        """The whole run as one pure function: chunks of updates, with an evaluation after every
-        eval_interval updates by nesting (periods > chunks > updates)."""
+    def train(rngs):
+        """The whole run for all seeds as one pure function (`jax.jit(train)(rngs)`): periods of
+        eval_interval updates > chunks of log_interval > updates, evaluating after each period. Seeds are
+        vmapped inside the chunk loop, exactly as main() drives them, so chunked driving is bitwise equal
+        to this; vmapping the outer loops instead lets XLA reorder float reductions."""
+        step_seeds, evaluate_seeds = jax.vmap(step_chunk), jax.vmap(evaluate_runner)
+        chunks = lambda runner, num_chunks: jax.lax.scan(lambda r, _: step_seeds(r), runner, None, num_chunks)  # noqa: E731
+        runner = jax.vmap(init)(rngs)
         if config.eval_interval == 0:
-            runner, metrics = jax.lax.scan(
-                lambda r, _: step_chunk(r), init(rng), None, config.total_updates // config.log_interval
-            )
+            runner, metrics = chunks(runner, config.total_updates // config.log_interval)
             return runner, (metrics, {})
 
         def period(runner, _):
-            runner, metrics = jax.lax.scan(
-                lambda r, _: step_chunk(r), runner, None, config.eval_interval // config.log_interval
-            )
-            return runner, (metrics, evaluate_runner(runner))
+            runner, metrics = chunks(runner, config.eval_interval // config.log_interval)
+            return runner, (metrics, evaluate_seeds(runner))
 
-        return jax.lax.scan(period, init(rng), None, config.total_updates // config.eval_interval)
+        return jax.lax.scan(period, runner, None, config.total_updates // config.eval_interval)
 
     return TrainFunctions(init, step_chunk, evaluate_runner, training_levels, train)
 
@@ -507,13 +509,14 @@ def policy_params(runner: RunnerState, policy: str):
 
 
 def main(config: Config) -> None:
-    run_dir = prepare_run_dir(config, script="algos/dr.py")
+    run_dir = prepare_run_dir(config)
     functions = make_train(config)
     init = jax.jit(jax.vmap(functions.init))
     rngs = jax.random.split(jax.random.key(config.seed), config.num_seeds)
     checkpoints = Checkpoints(run_dir, config.keep_checkpoints, config.archive_interval, config_to_dict(config))
     restored = checkpoints.restore(jax.eval_shape(init, rngs)) if config.resume else None
     runner, update = restored if restored else (init(rngs), 0)
+    record_config(run_dir, config, script="algos/dr.py")
     if restored:
         print(f"resumed {run_dir} at update {update}", file=sys.stderr)
     step_chunk = compile_timed("training chunk", jax.jit(jax.vmap(functions.step)), runner)

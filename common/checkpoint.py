@@ -20,7 +20,7 @@ MAGIC = b"CLEANUED-CKPT-1\n"
 NAME = re.compile(r"update_(\d+)\.msgpack$")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(Exception):
     """A checkpoint that cannot be used; the message is one line naming the file."""
 
 

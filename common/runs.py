@@ -48,7 +48,7 @@ RUN_MANAGEMENT_FIELDS = frozenset(
 the resumed run a different experiment."""
 
 
-class ConfigError(ValueError):
+class ConfigError(Exception):
     """Bad input from the user (flags, run folder, checkpoint): reported as one line, exit status 2."""
 
 
@@ -67,9 +67,10 @@ def config_to_dict(config) -> dict:
     return json.loads(json.dumps(dataclasses.asdict(config)))
 
 
-def prepare_run_dir(config, script: str) -> Path:
-    """Create, resume or overwrite `runs_dir/run_name` as the flags ask; refuse anything that would lose
-    or mix up saved work. Writes config.json (with the script that made it)."""
+def prepare_run_dir(config) -> Path:
+    """Check and create `runs_dir/run_name` as the flags ask (new, --resume or --overwrite); refuse
+    anything that would lose or mix up saved work. Writes nothing into an existing run: config.json is
+    written by `record_config` once a resumed checkpoint has loaded."""
     run_dir = Path(config.runs_dir) / config.run_name
     config_path = run_dir / "config.json"
     if config.resume:
@@ -83,8 +84,14 @@ def prepare_run_dir(config, script: str) -> Path:
             raise ConfigError(f"{run_dir} already exists: {choices}")
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_atomic(config_path, json.dumps({"script": script, "config": config_to_dict(config)}, indent=2).encode())
     return run_dir
+
+
+def record_config(run_dir: Path, config, script: str) -> None:
+    """config.json: the full config and the script that ran it (never environment variables or secrets)."""
+    write_atomic(
+        run_dir / "config.json", json.dumps({"script": script, "config": config_to_dict(config)}, indent=2).encode()
+    )
 
 
 def check_resumable(saved: dict, current: dict, where) -> None:

@@ -1,0 +1,307 @@
+"""algos/dr.py: smoke, seed independence, chunked == one-shot, exact resume (also after kill -9), bad
+input, --help. Tiny configs; the jitted functions are shared per module to keep CPU compiles few."""
+
+import ast
+import dataclasses
+import hashlib
+import json
+import operator
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from algos import dr
+from common import checkpoint
+from common.runs import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TINY = dict(
+    num_seeds=2,
+    num_envs=4,
+    num_steps=16,
+    lstm_size=16,
+    maze_size=7,
+    n_walls=10,
+    max_steps=12,
+    total_updates=4,
+    log_interval=2,
+    eval_interval=2,
+    eval_mazes=("SixteenRooms",),
+    eval_episodes=2,
+    checkpoint_interval=2,
+    screenshot_interval=2,
+)
+
+
+def tiny_config(tmp_path, **overrides) -> dr.Config:
+    return dr.Config(**{**TINY, "runs_dir": str(tmp_path), **overrides})
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """The tiny config's jitted functions, compiled once for the module."""
+    config = tiny_config(tmp_path_factory.mktemp("runs"))
+    functions = dr.make_train(config)
+    return config, functions, jax.jit(jax.vmap(functions.init)), jax.jit(jax.vmap(functions.step))
+
+
+def seed_keys(config):
+    return jax.random.split(jax.random.key(config.seed), config.num_seeds)
+
+
+def assert_trees_equal(a, b):
+    jax.tree.map(lambda x, y: np.testing.assert_array_equal(np.asarray(x), np.asarray(y)), a, b)
+
+
+def run_main(config):
+    dr.main(config)
+    return Path(config.runs_dir) / config.run_name
+
+
+def final_params(run_dir: Path, config):
+    functions = dr.make_train(config)
+    template = jax.eval_shape(jax.vmap(functions.init), seed_keys(config))
+    state, update, _ = checkpoint.load(checkpoint.list_checkpoints(run_dir / "checkpoints")[-1], template)
+    return state, update
+
+
+def test_param_count_matches_reference():
+    config = dr.Config()
+    params = jax.eval_shape(dr.make_train(config).init, jax.random.key(0)).train_state.params
+    count = sum(np.prod(leaf.shape) for leaf in jax.tree.leaves(params))
+    assert abs(count - 433_000) < 1_000, count  # UED.md: about 433k
+
+
+def test_smoke_updates_and_metrics(tiny):
+    config, functions, init, step_chunk = tiny
+    runner = init(seed_keys(config))
+    before = runner.train_state.params
+    runner, metrics = step_chunk(runner)
+    assert int(runner.update[0]) == config.log_interval
+    for key in ("ppo/loss", "ppo/entropy", "ppo/value_loss", "level/walls", "train/episodes"):
+        assert metrics[key].shape == (config.num_seeds, config.log_interval)
+        assert np.isfinite(metrics[key]).all(), key
+    assert np.asarray(metrics["train/episodes"]).sum() > 0, "12-step episodes must end within 16-step rollouts"
+    changed = jax.tree.map(lambda a, b: bool((a != b).any()), before, runner.train_state.params)
+    assert all(jax.tree.leaves(changed)), "every parameter should move in a PPO update"
+    evaluation = jax.jit(jax.vmap(functions.evaluate))(runner)
+    assert set(evaluation) == {"eval/solve_rate/SixteenRooms", "eval/return/SixteenRooms"}
+    assert evaluation["eval/return/SixteenRooms"].shape == (config.num_seeds,)
+
+
+def test_vmapped_seed_equals_single_seed_run(tiny):
+    config, functions, init, step_chunk = tiny
+    keys = seed_keys(config)
+    both, both_metrics = step_chunk(init(keys))
+    for i in range(config.num_seeds):
+        alone, alone_metrics = jax.jit(jax.vmap(functions.step))(init(keys[i : i + 1]))
+        # XLA may order float sums differently for a batch of 2 and of 1: equal up to rounding.
+        jax.tree.map(
+            lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7),
+            jax.tree.map(operator.itemgetter(i), both.train_state.params),
+            jax.tree.map(operator.itemgetter(0), alone.train_state.params),
+        )
+        np.testing.assert_allclose(both_metrics["ppo/loss"][i], alone_metrics["ppo/loss"][0], rtol=1e-4, atol=1e-6)
+
+
+def test_chunked_driving_equals_one_shot_train(tiny):
+    config, functions, init, step_chunk = tiny
+    keys = seed_keys(config)
+    runner_one_shot, (metrics_one_shot, eval_one_shot) = jax.jit(functions.train)(keys)
+    runner = init(keys)
+    chunks, evals = [], []
+    evaluate = jax.jit(jax.vmap(functions.evaluate))
+    for _ in range(config.total_updates // config.log_interval):
+        runner, metrics = step_chunk(runner)
+        chunks.append(metrics)
+        evals.append(evaluate(runner))
+    assert_trees_equal(runner_one_shot.train_state.params, runner.train_state.params)
+    # One-shot metrics are [periods, chunks per period, seeds, updates]; eval metrics [periods, seeds].
+    np.testing.assert_array_equal(metrics_one_shot["ppo/loss"][:, 0], np.stack([c["ppo/loss"] for c in chunks]))
+    one_shot_eval = eval_one_shot["eval/return/SixteenRooms"]
+    np.testing.assert_array_equal(one_shot_eval, np.stack([e["eval/return/SixteenRooms"] for e in evals]))
+
+
+def test_main_writes_run_folder(tmp_path):
+    config = tiny_config(tmp_path, run_name="smoke")
+    run_dir = run_main(config)
+    saved = json.loads((run_dir / "config.json").read_text())
+    assert saved["script"] == "algos/dr.py" and saved["config"]["num_envs"] == 4
+    rows = (run_dir / "logs.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    assert header[:5] == ["seed", "update", "env_steps", "wall_time", "sps"]
+    assert "eval/solve_rate/SixteenRooms" in header and "ppo/loss" in header and "health/finite" not in header
+    assert len(rows) == 1 + config.num_seeds * (config.total_updates // config.log_interval)
+    assert [p.name for p in checkpoint.list_checkpoints(run_dir / "checkpoints")] == [
+        "update_00000002.msgpack",
+        "update_00000004.msgpack",
+    ]
+    assert len(list((run_dir / "images").glob("levels_update_*.png"))) == 2
+    state, update = final_params(run_dir, config)
+    assert update == 4 and int(state.update[0]) == 4
+
+
+def test_resume_equals_uninterrupted(tmp_path):
+    uninterrupted = run_main(tiny_config(tmp_path, run_name="straight", total_updates=6))
+    run_main(tiny_config(tmp_path, run_name="split", total_updates=2))
+    resumed = run_main(tiny_config(tmp_path, run_name="split", total_updates=6, resume=True))
+    config = tiny_config(tmp_path, total_updates=6)
+    (state_a, update_a), (state_b, update_b) = final_params(uninterrupted, config), final_params(resumed, config)
+    assert update_a == update_b == 6
+    assert_trees_equal(jax.random.key_data(state_a.rng), jax.random.key_data(state_b.rng))
+    assert_trees_equal(state_a.train_state.params, state_b.train_state.params)
+    assert_trees_equal(state_a.train_state.opt_state, state_b.train_state.opt_state)
+    logs = [np.genfromtxt(d / "logs.csv", delimiter=",", names=True) for d in (uninterrupted, resumed)]
+    np.testing.assert_array_equal(logs[0]["ppoloss"], logs[1]["ppoloss"])
+
+
+def file_hashes(directory: Path) -> dict:
+    return {
+        str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_bad_checkpoints_and_configs_fail_cleanly(tmp_path):
+    run_dir = run_main(tiny_config(tmp_path, run_name="victim", total_updates=2))
+    newest = checkpoint.list_checkpoints(run_dir / "checkpoints")[-1]
+
+    before = file_hashes(run_dir)
+    with pytest.raises(ConfigError, match="config differs in lr: saved 0.0001 vs now 0.001"):
+        run_main(tiny_config(tmp_path, run_name="victim", total_updates=4, resume=True, lr=1e-3))
+    with pytest.raises(ConfigError, match="already exists: pass --resume"):
+        run_main(tiny_config(tmp_path, run_name="victim"))
+    assert file_hashes(run_dir) == before
+
+    newest.write_bytes(newest.read_bytes()[:-100])
+    before = file_hashes(run_dir)
+    with pytest.raises(checkpoint.CheckpointError, match="truncated or corrupted.*delete it to resume"):
+        run_main(tiny_config(tmp_path, run_name="victim", total_updates=4, resume=True))
+    assert file_hashes(run_dir) == before
+
+    data = bytearray(newest.read_bytes())
+    newest.write_bytes(checkpoint.MAGIC + b"0" * 64 + b"\n" + bytes(data[len(checkpoint.MAGIC) + 65 :]))
+    with pytest.raises(checkpoint.CheckpointError, match="checksum mismatch"):
+        run_main(tiny_config(tmp_path, run_name="victim", total_updates=4, resume=True))
+    newest.write_bytes(b"not a checkpoint")
+    with pytest.raises(checkpoint.CheckpointError, match="bad header"):
+        run_main(tiny_config(tmp_path, run_name="victim", total_updates=4, resume=True))
+
+
+def test_checkpoint_from_another_config_is_refused(tmp_path):
+    run_dir = run_main(tiny_config(tmp_path, run_name="small", total_updates=2))
+    bigger = tiny_config(tmp_path, lstm_size=32)
+    template = jax.eval_shape(jax.vmap(dr.make_train(bigger).init), seed_keys(bigger))
+    with pytest.raises(checkpoint.CheckpointError, match="does not match this config's runner state"):
+        checkpoint.load(checkpoint.list_checkpoints(run_dir / "checkpoints")[-1], template)
+
+
+def test_non_finite_training_stops_without_saving(tmp_path):
+    config = tiny_config(tmp_path, run_name="diverge", lr=float("inf"), eval_interval=0)
+    with pytest.raises(SystemExit, match="non-finite loss or parameters in updates 1-2 .*last good checkpoint: none"):
+        run_main(config)
+    assert checkpoint.list_checkpoints(Path(config.runs_dir) / "diverge" / "checkpoints") == []
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--num-envs", "5", "--num-minibatches", "2"], "--num-envs (5) must be divisible by --num-minibatches (2)"),
+        (["--checkpoint-interval", "15"], "--checkpoint-interval (15) must be a multiple of --log-interval (10)"),
+        (["--eval-mazes", "Nope"], "unknown --eval-mazes entry 'Nope'"),
+        (["--resume", "--overwrite"], "--resume and --overwrite exclude each other"),
+    ],
+)
+def test_invalid_flags_fail_before_compiling_with_one_line(flags, message, tmp_path):
+    started = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "algos/dr.py", *flags, "--runs-dir", str(tmp_path)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {message}"), result.stderr
+    assert not list(tmp_path.iterdir()), "nothing may be written"
+    assert time.perf_counter() - started < 60
+
+
+def test_help_documents_every_field():
+    result = subprocess.run([sys.executable, "algos/dr.py", "--help"], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert result.returncode == 0
+    tree = ast.parse((REPO_ROOT / "algos" / "dr.py").read_text())
+    config_class = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Config")
+    body = config_class.body
+    for index, node in enumerate(body):
+        if isinstance(node, ast.AnnAssign):
+            following = body[index + 1] if index + 1 < len(body) else None
+            documented = isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
+            assert documented, f"Config.{node.target.id} has no docstring"
+            assert "--" + node.target.id.replace("_", "-") in result.stdout
+    assert {f.name for f in dataclasses.fields(dr.Config)} == {
+        n.target.id for n in body if isinstance(n, ast.AnnAssign)
+    }
+
+
+@pytest.mark.slow
+def test_resume_after_kill_9_equals_uninterrupted(tmp_path):
+    flags = [
+        "--num-seeds", "2", "--num-envs", "4", "--num-steps", "16", "--lstm-size", "16", "--maze-size", "7",
+        "--n-walls", "10", "--max-steps", "12", "--log-interval", "2", "--eval-interval", "0",
+        "--checkpoint-interval", "2", "--screenshot-interval", "0", "--runs-dir", str(tmp_path),
+    ]  # fmt: skip
+    script = [sys.executable, "algos/dr.py", *flags]
+    subprocess.run(
+        [*script, "--run-name", "straight", "--total-updates", "40"], cwd=REPO_ROOT, check=True, capture_output=True
+    )
+    victim = subprocess.Popen(
+        [*script, "--run-name", "killed", "--total-updates", "40"], cwd=REPO_ROOT, stderr=subprocess.DEVNULL
+    )
+    checkpoints_dir = tmp_path / "killed" / "checkpoints"
+    deadline = time.time() + 120
+    while time.time() < deadline and len(checkpoint.list_checkpoints(checkpoints_dir)) < 2:
+        time.sleep(0.05)
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait()
+    saved = checkpoint.list_checkpoints(checkpoints_dir)
+    assert saved and int(saved[-1].stem.split("_")[1]) < 40, "the kill must land mid-run"
+    subprocess.run(
+        [*script, "--run-name", "killed", "--total-updates", "40", "--resume"],
+        cwd=REPO_ROOT,
+        check=True,
+        capture_output=True,
+    )
+    config = dr.Config(**{**TINY, "total_updates": 40, "eval_interval": 0, "screenshot_interval": 0})
+    (state_a, _), (state_b, _) = final_params(tmp_path / "straight", config), final_params(tmp_path / "killed", config)
+    assert_trees_equal(state_a.train_state.params, state_b.train_state.params)
+    rows = (tmp_path / "killed" / "logs.csv").read_text().splitlines()[1:]
+    updates = [int(row.split(",")[1]) for row in rows]
+    assert updates == sorted(updates) and len(updates) == 2 * 20, "no duplicate or missing log rows after resume"
+
+
+@pytest.mark.slow
+def test_sigterm_saves_a_checkpoint_and_exits(tmp_path):
+    script = [
+        sys.executable, "algos/dr.py", "--num-envs", "4", "--num-steps", "8", "--lstm-size", "16",
+        "--log-interval", "1", "--eval-interval", "0", "--checkpoint-interval", "1000", "--screenshot-interval", "0",
+        "--runs-dir", str(tmp_path),
+    ]  # fmt: skip
+    process = subprocess.Popen([*script, "--run-name", "term"], cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)
+    logs = tmp_path / "term" / "logs.csv"
+    deadline = time.time() + 120
+    while time.time() < deadline and (not logs.exists() or len(logs.read_text().splitlines()) < 3):
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, stderr
+    assert "stopped by SIGTERM" in stderr
+    assert checkpoint.list_checkpoints(tmp_path / "term" / "checkpoints"), "a checkpoint must be saved on SIGTERM"

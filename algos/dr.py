@@ -243,8 +243,18 @@ class RolloutState(NamedTuple):  # leaves [num_envs, ...]
     reset: jax.Array  # the last step ended an episode
 
 
+class EvalState(NamedTuple):  # leaves [num_episodes, ...]
+    obs: Observation
+    env_state: object
+    carry: tuple[jax.Array, jax.Array]
+    finished: jax.Array  # the first episode has ended
+    returns: jax.Array
+    lengths: jax.Array
+
+
 class EvalResult(NamedTuple):
     returns: jax.Array  # [E], first episode of each attempt
+    episode_length: jax.Array  # [E], steps of that episode
     levels: Level  # [E]
     agent_pos: jax.Array  # [T, E, 2]
     agent_dir: jax.Array  # [T, E]
@@ -370,24 +380,26 @@ def evaluate(
     obs, env_state = jax.vmap(reset_to_level, (None, 0, None))(rng_levels, levels, env_params)
     step_env = jax.vmap(functools.partial(step, params=env_params))
 
-    def one_step(state, rng_step):
-        obs, env_state, carry, finished, returns = state
+    def one_step(state: EvalState, rng_step):
         rng_action, rng_env = jax.random.split(rng_step)
-        carry, logits, _ = network.apply(params, carry, add_time_axis(obs), jnp.zeros((1, num_episodes), bool))
+        no_reset = jnp.zeros((1, num_episodes), bool)
+        carry, logits, _ = network.apply(params, state.carry, add_time_axis(state.obs), no_reset)
         action = jax.random.categorical(rng_action, logits[0])
-        obs, env_state, reward, done, _ = step_env(jax.random.split(rng_env, num_episodes), env_state, action)
-        returns = returns + jnp.where(finished, 0.0, reward)
-        return (obs, env_state, carry, finished | done, returns), (env_state.agent_pos, env_state.agent_dir)
+        obs, env_state, reward, done, _ = step_env(jax.random.split(rng_env, num_episodes), state.env_state, action)
+        state = EvalState(
+            obs=obs,
+            env_state=env_state,
+            carry=carry,
+            finished=state.finished | done,
+            returns=state.returns + jnp.where(state.finished, 0.0, reward),
+            lengths=state.lengths + ~state.finished,
+        )
+        return state, (env_state.agent_pos, env_state.agent_dir)
 
-    start = (
-        obs,
-        env_state,
-        initial_carry(num_episodes, lstm_size),
-        jnp.zeros(num_episodes, bool),
-        jnp.zeros(num_episodes),
-    )
-    final, (positions, directions) = jax.lax.scan(one_step, start, jax.random.split(rng_steps, maze.max_steps))
-    return EvalResult(returns=final[4], levels=levels, agent_pos=positions, agent_dir=directions)
+    zeros = jnp.zeros(num_episodes, jnp.int32)
+    start = EvalState(obs, env_state, initial_carry(num_episodes, lstm_size), zeros.astype(bool), zeros * 0.0, zeros)
+    end, (positions, directions) = jax.lax.scan(one_step, start, jax.random.split(rng_steps, maze.max_steps))
+    return EvalResult(end.returns, end.lengths, levels, positions, directions)
 
 
 def make_optimizer(config: Config):
@@ -400,7 +412,7 @@ def make_optimizer(config: Config):
 
 
 class TrainFunctions(NamedTuple):
-    init: callable  # rng -> RunnerState
+    init: callable  # rngs [num_seeds] -> RunnerState of all seeds
     step: callable  # RunnerState -> (RunnerState, metrics {key: [log_interval]})
     evaluate: callable  # RunnerState -> metrics {key: scalar}
     training_levels: callable  # RunnerState -> Level batch, for pictures
@@ -425,6 +437,11 @@ def make_train(config: Config) -> TrainFunctions:
         )
         train_state = TrainState.create(apply_fn=network.apply, params=params, tx=make_optimizer(config))
         return RunnerState(train_state=train_state, rng=rng, rng_eval=rng_eval, update=jnp.int32(0))
+
+    def init_seeds(rngs) -> RunnerState:
+        # lax.map, not vmap: a batch of LAPACK QRs (the orthogonal initializer) can deadlock XLA's CPU
+        # thread pool on 2 cores (jaxlib 0.10.2); one seed at a time gives the same values.
+        return jax.lax.map(init, rngs)
 
     def update(runner: RunnerState, _):
         rng, rng_levels, rng_rollout, rng_ppo = jax.random.split(runner.rng, 4)
@@ -487,7 +504,7 @@ def make_train(config: Config) -> TrainFunctions:
         to this; vmapping the outer loops instead lets XLA reorder float reductions."""
         step_seeds, evaluate_seeds = jax.vmap(step_chunk), jax.vmap(evaluate_runner)
         chunks = lambda runner, num_chunks: jax.lax.scan(lambda r, _: step_seeds(r), runner, None, num_chunks)  # noqa: E731
-        runner = jax.vmap(init)(rngs)
+        runner = init_seeds(rngs)
         if config.eval_interval == 0:
             runner, metrics = chunks(runner, config.total_updates // config.log_interval)
             return runner, (metrics, {})
@@ -498,7 +515,7 @@ def make_train(config: Config) -> TrainFunctions:
 
         return jax.lax.scan(period, runner, None, config.total_updates // config.eval_interval)
 
-    return TrainFunctions(init, step_chunk, evaluate_runner, training_levels, train)
+    return TrainFunctions(init_seeds, step_chunk, evaluate_runner, training_levels, train)
 
 
 def policy_params(runner: RunnerState, policy: str):
@@ -511,7 +528,7 @@ def policy_params(runner: RunnerState, policy: str):
 def main(config: Config) -> None:
     run_dir = prepare_run_dir(config)
     functions = make_train(config)
-    init = jax.jit(jax.vmap(functions.init))
+    init = jax.jit(functions.init)
     rngs = jax.random.split(jax.random.key(config.seed), config.num_seeds)
     checkpoints = Checkpoints(run_dir, config.keep_checkpoints, config.archive_interval, config_to_dict(config))
     restored = checkpoints.restore(jax.eval_shape(init, rngs)) if config.resume else None

@@ -1,10 +1,12 @@
 """Random-policy AMaze throughput (env steps per second) against the number of parallel envs.
 
-Each measurement is one jitted `lax.scan` of `--num-steps` DR steps (auto-reset to fresh 60-wall
-levels) over N envs; compile is timed apart, then the median of `--repeats` runs after
-`block_until_ready`. Prints one JSON line per N, then a markdown table.
+Each measurement is one jitted `lax.scan` of `--num-steps` random-action steps over N envs, with
+`--wrapper resample` (DR: a fresh level is generated for every env at every step and used where an
+episode ended) or `--wrapper restart` (replay: the same level restarts). Compile is timed apart, then
+the median of `--repeats` runs after `block_until_ready`. Prints one JSON line per N, then a table.
 
     python benchmarks/bench_env.py --num-envs 32 1024 16384
+    python benchmarks/bench_env.py --wrapper restart --size 101 --num-envs 1024
 """
 
 import functools
@@ -14,6 +16,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
@@ -24,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common.provenance import describe_environment  # noqa: E402
 from envs.levels import sample_dr_level  # noqa: E402
-from envs.maze import NUM_ACTIONS, EnvParams, reset_to_level, step_and_resample  # noqa: E402
+from envs.maze import NUM_ACTIONS, EnvParams, reset_to_level, step_and_resample, step_and_restart  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,8 @@ class Args:
     """Maze interior size (square)."""
     n_walls: int = 60
     """Walls drawn per generated level."""
+    wrapper: Literal["resample", "restart"] = "resample"
+    """What happens on done: generate a fresh DR level (resample) or restart the same one (restart)."""
     tags: dict[str, str] = field(default_factory=dict)
     """Extra key=value pairs recorded with every result."""
 
@@ -46,7 +51,10 @@ class Args:
 def make_rollout(args: Args, num_envs: int):
     params = EnvParams()
     sample_level = functools.partial(sample_dr_level, height=args.size, width=args.size, n_walls=args.n_walls)
-    step_env = jax.vmap(functools.partial(step_and_resample, params=params, sample_level=sample_level))
+    if args.wrapper == "resample":
+        step_env = jax.vmap(functools.partial(step_and_resample, params=params, sample_level=sample_level))
+    else:
+        step_env = jax.vmap(functools.partial(step_and_restart, params=params))
 
     def rollout(rng):
         rng_levels, rng_steps = jax.random.split(rng)
@@ -82,6 +90,8 @@ def measure(args: Args, num_envs: int) -> dict:
     return {
         "bench": "env",
         "impl": "cleanued",
+        "wrapper": args.wrapper,
+        "size": args.size,
         "num_envs": num_envs,
         "num_steps": args.num_steps,
         "compile_s": round(compile_s, 3),
@@ -96,9 +106,10 @@ def main(args: Args) -> None:
     results = [measure(args, num_envs) for num_envs in args.num_envs]
     for result in results:
         print(json.dumps(result))
-    print("\n| envs | steps/s | compile s |\n|---:|---:|---:|")
+    print("\n| wrapper | maze | envs | steps/s | compile s |\n|---|---:|---:|---:|---:|")
     for result in results:
-        print(f"| {result['num_envs']} | {result['env_steps_per_s']:,} | {result['compile_s']} |")
+        maze, envs = f"{result['size']}x{result['size']}", result["num_envs"]
+        print(f"| {args.wrapper} | {maze} | {envs} | {result['env_steps_per_s']:,} | {result['compile_s']} |")
 
 
 if __name__ == "__main__":

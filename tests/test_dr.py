@@ -49,7 +49,7 @@ def tiny(tmp_path_factory):
     """The tiny config's jitted functions, compiled once for the module."""
     config = tiny_config(tmp_path_factory.mktemp("runs"))
     functions = dr.make_train(config)
-    return config, functions, jax.jit(jax.vmap(functions.init)), jax.jit(jax.vmap(functions.step))
+    return config, functions, jax.jit(functions.init), jax.jit(jax.vmap(functions.step))
 
 
 def seed_keys(config):
@@ -67,15 +67,15 @@ def run_main(config):
 
 def final_params(run_dir: Path, config):
     functions = dr.make_train(config)
-    template = jax.eval_shape(jax.vmap(functions.init), seed_keys(config))
+    template = jax.eval_shape(functions.init, seed_keys(config))
     state, update, _ = checkpoint.load(checkpoint.list_checkpoints(run_dir / "checkpoints")[-1], template)
     return state, update
 
 
 def test_param_count_matches_reference():
     config = dr.Config()
-    params = jax.eval_shape(dr.make_train(config).init, jax.random.key(0)).train_state.params
-    count = sum(np.prod(leaf.shape) for leaf in jax.tree.leaves(params))
+    params = jax.eval_shape(dr.make_train(config).init, jax.random.split(jax.random.key(0), 1)).train_state.params
+    count = sum(np.prod(leaf.shape[1:]) for leaf in jax.tree.leaves(params))
     assert abs(count - 433_000) < 1_000, count  # UED.md: about 433k
 
 
@@ -129,9 +129,14 @@ def test_chunked_driving_equals_one_shot_train(tiny):
     np.testing.assert_array_equal(one_shot_eval, np.stack([e["eval/return/SixteenRooms"] for e in evals]))
 
 
-def test_main_writes_run_folder(tmp_path):
-    config = tiny_config(tmp_path, run_name="smoke")
-    run_dir = run_main(config)
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    config = tiny_config(tmp_path_factory.mktemp("runs"), run_name="smoke")
+    return config, run_main(config)
+
+
+def test_main_writes_run_folder(smoke_run):
+    config, run_dir = smoke_run
     saved = json.loads((run_dir / "config.json").read_text())
     assert saved["script"] == "algos/dr.py" and saved["config"]["num_envs"] == 4
     rows = (run_dir / "logs.csv").read_text().splitlines()
@@ -146,6 +151,37 @@ def test_main_writes_run_folder(tmp_path):
     assert len(list((run_dir / "images").glob("levels_update_*.png"))) == 2
     state, update = final_params(run_dir, config)
     assert update == 4 and int(state.update[0]) == 4
+
+
+def test_evaluate_command(smoke_run):
+    config, run_dir = smoke_run
+    command = [
+        sys.executable,
+        "-m",
+        "common.evaluate",
+        "--run-dir",
+        str(run_dir),
+        "--mazes",
+        "SixteenRooms",
+        "Crossing",
+    ]
+    result = subprocess.run([*command, "--episodes", "3", "--gif"], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "SixteenRooms: solve rate" in result.stdout and "(95% CI, seeds)" in result.stdout
+    (csv_path,) = (run_dir / "eval").glob("evaluate_00000004_*.csv")
+    rows = csv_path.read_text().splitlines()
+    assert rows[0] == "maze,seed,update,episodes,solve_rate,return" and len(rows) == 1 + 2 * config.num_seeds
+    assert all(0.0 <= float(row.split(",")[4]) <= 1.0 for row in rows[1:])
+    assert (run_dir / "eval" / "SixteenRooms_update_00000004.gif").stat().st_size > 0
+    bad = subprocess.run([*command[:4], str(run_dir / "nope")], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.strip().startswith("error:") and "no config.json" in bad.stderr
+
+
+def test_wandb_offline_one_run_per_seed(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    run_dir = run_main(tiny_config(tmp_path, run_name="tracked", track=True, total_updates=2, eval_interval=0))
+    offline_runs = list((run_dir / "wandb").glob("offline-run-*"))
+    assert len(offline_runs) == 2, offline_runs
 
 
 def test_resume_equals_uninterrupted(tmp_path):
@@ -199,7 +235,7 @@ def test_bad_checkpoints_and_configs_fail_cleanly(tmp_path):
 def test_checkpoint_from_another_config_is_refused(tmp_path):
     run_dir = run_main(tiny_config(tmp_path, run_name="small", total_updates=2))
     bigger = tiny_config(tmp_path, lstm_size=32)
-    template = jax.eval_shape(jax.vmap(dr.make_train(bigger).init), seed_keys(bigger))
+    template = jax.eval_shape(dr.make_train(bigger).init, seed_keys(bigger))
     with pytest.raises(checkpoint.CheckpointError, match="does not match this config's runner state"):
         checkpoint.load(checkpoint.list_checkpoints(run_dir / "checkpoints")[-1], template)
 

@@ -1,0 +1,89 @@
+"""common/: checkpoints, logs.csv on resume, resume rules, stop criteria, confidence intervals."""
+
+import dataclasses
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from common import checkpoint
+from common.evaluate import mean_and_ci95
+from common.runs import ConfigError, CsvLog, check_resumable, chunk_rows, stop_reason
+
+
+def test_checkpoint_round_trip_with_typed_keys(tmp_path):
+    state = {"rng": jax.random.split(jax.random.key(3), 2), "w": jnp.arange(6.0).reshape(2, 3), "n": jnp.int32(7)}
+    path = checkpoint.save(tmp_path / "c.msgpack", state, update=12, config={"lr": 0.1})
+    restored, update, config = checkpoint.load(path, jax.eval_shape(lambda: state))
+    assert update == 12 and config == {"lr": 0.1}
+    np.testing.assert_array_equal(jax.random.key_data(restored["rng"]), jax.random.key_data(state["rng"]))
+    np.testing.assert_array_equal(restored["w"], state["w"])
+    assert restored["n"].dtype == jnp.int32
+    assert not list(tmp_path.glob(".*tmp*")), "no temporary file may be left behind"
+
+
+def test_checkpoint_rotation_and_archive(tmp_path):
+    checkpoints = checkpoint.Checkpoints(tmp_path, keep=2, archive_interval=20, config={})
+    for update in (10, 20, 30, 40):
+        checkpoints.save({"x": jnp.float32(update)}, update)
+    assert [p.name for p in checkpoint.list_checkpoints(tmp_path / "checkpoints")] == [
+        "update_00000030.msgpack",
+        "update_00000040.msgpack",
+    ]
+    assert [p.name for p in checkpoint.list_checkpoints(tmp_path / "checkpoints" / "archive")] == [
+        "update_00000020.msgpack",
+        "update_00000040.msgpack",
+    ]
+    state, update = checkpoints.restore({"x": jax.ShapeDtypeStruct((), jnp.float32)})
+    assert update == 40 and float(state["x"]) == 40
+
+
+def test_csv_log_drops_rows_past_the_checkpoint_on_resume(tmp_path):
+    path = tmp_path / "logs.csv"
+    log = CsvLog(path, ["seed", "update", "a"])
+    log.write([{"seed": 0, "update": u, "a": float(u)} for u in (10, 20, 30)])
+    resumed = CsvLog(path, ["seed", "update", "a", "b"], resume_update=20)
+    resumed.write([{"seed": 0, "update": 30, "a": 3.0, "b": float("nan")}])
+    lines = path.read_text().splitlines()
+    assert lines == ["seed,update,a,b", "0,10,10,", "0,20,20,", "0,30,3,"]
+
+
+def test_resume_rules():
+    saved = {"lr": 1e-4, "total_updates": 100, "log_interval": 10, "num_envs": 32}
+    check_resumable(saved, {**saved, "total_updates": 500, "log_interval": 5}, "run")
+    with pytest.raises(ConfigError, match="config differs in num_envs: saved 32 vs now 16"):
+        check_resumable(saved, {**saved, "num_envs": 16}, "run")
+
+
+def test_stop_reasons():
+    @dataclasses.dataclass
+    class Limits:
+        total_updates: int = 100
+        total_env_steps: int | None = 5000
+        train_seconds: float | None = 60.0
+
+    assert stop_reason(Limits(), 10, 100, 1.0) is None
+    assert "total-updates" in stop_reason(Limits(), 100, 100, 1.0)
+    assert "total-env-steps" in stop_reason(Limits(), 10, 5000, 1.0)
+    assert "train-seconds" in stop_reason(Limits(), 10, 100, 61.0)
+
+
+def test_chunk_rows_average_each_seed_and_skip_missing_episodes():
+    metrics = {
+        "train/return": np.array([[0.5, np.nan], [np.nan, np.nan]]),
+        "ppo/loss": np.array([[1.0, 3.0], [2.0, 2.0]]),
+    }
+    rows = chunk_rows(metrics, update=20, env_steps=640, wall_time=3.0, env_steps_per_s=100.0)
+    assert rows[0]["train/return"] == 0.5 and rows[0]["ppo/loss"] == 2.0
+    assert np.isnan(rows[1]["train/return"]) and rows[1]["seed"] == 1
+    assert json.dumps(rows[0]["update"]) == "20"
+
+
+def test_confidence_interval_matches_student_t():
+    mean, half_width = mean_and_ci95([0.0, 1.0])
+    assert mean == 0.5 and half_width == pytest.approx(12.706 * np.sqrt(0.5) / np.sqrt(2))
+    mean, half_width = mean_and_ci95([0.2, 0.4, 0.6, 0.8, 1.0])
+    assert half_width == pytest.approx(2.776 * np.std([0.2, 0.4, 0.6, 0.8, 1.0], ddof=1) / np.sqrt(5))
+    assert np.isnan(mean_and_ci95([0.3])[1])

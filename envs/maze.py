@@ -163,10 +163,18 @@ def _select(done: jax.Array, on_done, otherwise):
 
 
 def step_and_restart(rng: jax.Array, state: EnvState, action: jax.Array, params: EnvParams):
-    """`step`, then on done restart the same level; the returned obs is the restarted level's first."""
+    """`step`, then on done restart the same level; the returned obs is the restarted level's first.
+
+    Only the episode fields are selected, never the level, so the cost does not grow with the maze."""
     obs, next_state, reward, done, info = step(rng, state, action, params)
     obs_reset, state_reset = reset_to_level(rng, state.level, params)
-    obs, next_state = _select(done, (obs_reset, state_reset), (obs, next_state))
+    obs = _select(done, obs_reset, obs)
+    episode = _select(
+        done,
+        (state_reset.agent_pos, state_reset.agent_dir, state_reset.time),
+        (next_state.agent_pos, next_state.agent_dir, next_state.time),
+    )
+    next_state = next_state.replace(agent_pos=episode[0], agent_dir=episode[1], time=episode[2])
     return obs, next_state, reward, done, info
 
 

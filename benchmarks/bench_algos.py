@@ -1,0 +1,106 @@
+"""Training throughput of the algos/ scripts: compile time and steady-state seconds per update.
+
+For each method: build `make_train(Config(...))` at the given sizes, AOT-compile one chunk of
+`--updates-per-call` updates for all seeds (`lower().compile()`, timed), run it once to warm up, then
+time `--repeats` calls after `block_until_ready` and report the median. One JSON line per method with
+the device, versions, commit and full config, then a markdown table.
+
+    python benchmarks/bench_algos.py --algos dr --num-envs 32 --num-steps 256 --num-seeds 1
+"""
+
+import dataclasses
+import importlib.util
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import jax
+import tyro
+
+# SCAFFOLDING: make `envs` and `common` importable when run as a script.
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from common.provenance import describe_environment  # noqa: E402
+
+ALGOS = ("dr",)
+"""Methods with a script in algos/ so far."""
+
+
+@dataclass(frozen=True)
+class Args:
+    algos: tuple[str, ...] = ALGOS
+    """Methods to measure (algos/<name>.py)."""
+    num_envs: int = 32
+    """Parallel envs per seed."""
+    num_steps: int = 256
+    """Rollout length per update."""
+    num_seeds: int = 1
+    """Seeds vmapped in one process."""
+    updates_per_call: int = 2
+    """Updates per timed call (one jitted chunk)."""
+    repeats: int = 3
+    """Timed calls; the median is reported."""
+
+
+def load_algo(name: str):
+    path = REPO_ROOT / "algos" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def measure(name: str, args: Args) -> dict:
+    module = load_algo(name)
+    config = module.Config(
+        num_envs=args.num_envs,
+        num_steps=args.num_steps,
+        num_seeds=args.num_seeds,
+        log_interval=args.updates_per_call,
+        total_updates=args.updates_per_call,
+        eval_interval=0,
+        checkpoint_interval=args.updates_per_call,
+        screenshot_interval=0,
+    )
+    functions = module.make_train(config)
+    runner = jax.jit(functions.init)(jax.random.split(jax.random.key(0), args.num_seeds))
+    started = time.perf_counter()
+    step_chunk = jax.jit(jax.vmap(functions.step)).lower(runner).compile()
+    compile_s = time.perf_counter() - started
+    runner, _ = jax.block_until_ready(step_chunk(runner))
+    durations = []
+    for _ in range(args.repeats):
+        started = time.perf_counter()
+        runner, _ = jax.block_until_ready(step_chunk(runner))
+        durations.append(time.perf_counter() - started)
+    per_update = statistics.median(durations) / args.updates_per_call
+    return {
+        "algo": name,
+        "num_envs": args.num_envs,
+        "num_steps": args.num_steps,
+        "num_seeds": args.num_seeds,
+        "compile_s": round(compile_s, 2),
+        "steady_s_per_update": round(per_update, 4),
+        "env_steps_per_s": round(args.num_envs * args.num_steps * args.num_seeds / per_update),
+        **describe_environment(),
+        "config": dataclasses.asdict(config),
+    }
+
+
+def main(args: Args) -> None:
+    results = [measure(name, args) for name in args.algos]
+    for result in results:
+        print(json.dumps(result))
+    print("\n| algo | envs x steps | seeds | compile s | s/update | env steps/s |\n|---|---|---:|---:|---:|---:|")
+    for r in results:
+        shape = f"{r['num_envs']} x {r['num_steps']}"
+        row = [r["algo"], shape, r["num_seeds"], r["compile_s"], r["steady_s_per_update"], f"{r['env_steps_per_s']:,}"]
+        print("| " + " | ".join(map(str, row)) + " |")
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))

@@ -182,6 +182,10 @@ class Config:
         return EnvParams(max_steps=self.max_steps, agent_view_size=self.agent_view_size)
 
 
+HEADLINE_METRICS = ("train/return",)
+"""Metrics shown on the progress line (with the evaluation solve rates)."""
+
+
 class ScannedLSTM(nn.Module):
     """An LSTM over the time axis whose carry is zeroed where the previous step ended an episode."""
 
@@ -533,7 +537,7 @@ def main(config: Config) -> None:
     checkpoints = Checkpoints(run_dir, config.keep_checkpoints, config.archive_interval, config_to_dict(config))
     restored = checkpoints.restore(jax.eval_shape(init, rngs)) if config.resume else None
     runner, update = restored if restored else (init(rngs), 0)
-    record_config(run_dir, config, script="algos/dr.py")
+    record_config(run_dir, config, script=f"algos/{Path(__file__).name}")
     if restored:
         print(f"resumed {run_dir} at update {update}", file=sys.stderr)
     step_chunk = compile_timed("training chunk", jax.jit(jax.vmap(functions.step)), runner)
@@ -542,13 +546,8 @@ def main(config: Config) -> None:
 
     metric_keys = [key for key in step_chunk.out_info[1] if key != "health/finite"]
     eval_keys = list(jax.eval_shape(evaluate_runner, runner)) if config.eval_interval else []
-    log = RunLog(
-        config,
-        run_dir,
-        metric_keys + eval_keys,
-        update,
-        ("train/return", *(key for key in eval_keys if "solve_rate" in key)),
-    )
+    headline = (*HEADLINE_METRICS, *(key for key in eval_keys if "solve_rate" in key))
+    log = RunLog(config, run_dir, metric_keys + eval_keys, update, headline)
     started = time.perf_counter()
     with StopSignal() as stop_signal:
         while not (

@@ -1,0 +1,176 @@
+"""algos/paired.py: UED scores against plain Python, smoke runs of PAIRED, population PAIRED and the
+minimax adversary, designed-level validity, invalid combinations, exact resume, evaluate any student."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from algos import paired
+from common import checkpoint
+from common.runs import ConfigError
+from envs.levels import validate_level
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TINY = dict(
+    num_seeds=2,
+    num_envs=4,
+    num_steps=24,
+    max_steps=12,
+    maze_size=5,
+    n_walls=6,
+    lstm_size=16,
+    teacher_lstm_size=16,
+    teacher_conv_filters=8,
+    total_updates=4,
+    log_interval=2,
+    eval_interval=2,
+    eval_mazes=("SixteenRooms",),
+    eval_episodes=2,
+    checkpoint_interval=2,
+    screenshot_interval=0,
+)
+VARIANTS = {
+    "relative_regret": dict(ued_score="relative_regret", num_students=2),
+    "population_regret": dict(ued_score="population_regret", num_students=3),
+    "neg_return": dict(ued_score="neg_return", num_students=1),
+}
+
+
+def tiny_config(tmp_path, **overrides) -> paired.Config:
+    return paired.Config(**{**TINY, "runs_dir": str(tmp_path), **overrides})
+
+
+def test_scores_match_plain_python():
+    rng = np.random.default_rng(0)
+    means, maxes = rng.uniform(0, 1, (3, 50)).astype(np.float32), rng.uniform(0, 1, (3, 50)).astype(np.float32)
+    for env in range(50):
+        assert paired.relative_regret(jnp.asarray(means[:2]), jnp.asarray(maxes[:2]))[env] == pytest.approx(
+            max(0.0, maxes[1, env] - means[0, env])
+        )
+        population = max(maxes[s, env] for s in range(3)) - sum(means[s, env] for s in range(3)) / 3
+        assert paired.population_regret(jnp.asarray(means), jnp.asarray(maxes))[env] == pytest.approx(
+            population, abs=1e-6
+        )
+        assert paired.negative_return(jnp.asarray(means[:1]), jnp.asarray(maxes[:1]))[env] == pytest.approx(
+            -means[0, env]
+        )
+
+
+def test_episode_returns_match_plain_python():
+    rng = np.random.default_rng(1)
+    done = rng.uniform(size=(30, 6)) < 0.15
+    done[:, 5] = False  # an env with no finished episode scores 0
+    reward = np.where(done, rng.uniform(0.1, 1, size=(30, 6)), 0.0).astype(np.float32)
+    transitions = paired.Transition(None, None, None, None, None, jnp.asarray(reward), jnp.asarray(done))
+    mean, best = paired.episode_returns(transitions)
+    for env in range(6):
+        finished = [reward[t, env] for t in range(30) if done[t, env]]
+        assert mean[env] == pytest.approx(np.mean(finished) if finished else 0.0)
+        assert best[env] == pytest.approx(max(finished) if finished else 0.0)
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_variant_smoke_and_designed_levels_are_valid(variant, tmp_path):
+    config = tiny_config(tmp_path, **VARIANTS[variant])
+    functions = paired.make_train(config)
+    runner = jax.jit(functions.init)(jax.random.split(jax.random.key(0), config.num_seeds))
+    before = runner
+    runner, metrics = jax.jit(jax.vmap(functions.step))(runner)
+    assert int(runner.update[0]) == config.log_interval
+    for name in config.student_names:
+        for key in ("return", "ppo/loss", "ppo/entropy"):
+            assert np.isfinite(metrics[f"{name}/{key}"]).all(), f"{name}/{key}"
+    for key in (
+        "teacher/ppo/loss",
+        "teacher/ppo/entropy",
+        "ued/score",
+        "level/walls",
+        "level/solvable",
+        "train/return",
+    ):
+        assert metrics[key].shape == (config.num_seeds, config.log_interval) and np.isfinite(metrics[key]).all(), key
+    if variant == "relative_regret":
+        assert (metrics["ued/score"] >= 0).all(), "relative regret is clipped at 0"
+    if variant == "neg_return":
+        assert (metrics["ued/score"] <= 0).all(), "the minimax adversary's score is a negative return"
+    changed = lambda a, b: all(jax.tree.leaves(jax.tree.map(lambda x, y: bool((x != y).any()), a, b)))  # noqa: E731
+    assert changed(before.teacher.params, runner.teacher.params) and changed(
+        before.students.params, runner.students.params
+    )
+    levels = jax.device_get(jax.jit(jax.vmap(functions.training_levels))(runner))
+    assert levels.wall_map.shape == (config.num_seeds, config.num_envs, 5, 5)
+    for seed in range(config.num_seeds):
+        for env in range(config.num_envs):
+            validate_level(jax.tree.map(lambda x, s=seed, e=env: x[s, e], levels))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            dict(ued_score="relative_regret", num_students=3),
+            "relative_regret needs exactly 2 students, got --num-students 3",
+        ),
+        (dict(ued_score="population_regret", num_students=1), "population_regret needs at least 2 students"),
+        (dict(ued_score="neg_return", num_students=2), "neg_return needs exactly 1 students, got --num-students 2"),
+    ],
+)
+def test_invalid_score_student_combinations(overrides, message, tmp_path):
+    with pytest.raises(ConfigError, match=message):
+        tiny_config(tmp_path, **overrides)
+
+
+def test_invalid_combination_is_one_line_before_compiling(tmp_path):
+    flags = ["--ued-score", "neg_return", "--num-students", "2", "--runs-dir", str(tmp_path)]
+    result = subprocess.run([sys.executable, "algos/paired.py", *flags], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "error: --ued-score neg_return needs exactly 1 students, got --num-students 2"
+    ]
+    assert not list(tmp_path.iterdir())
+
+
+def test_teacher_parameter_count_matches_reference():
+    config = paired.Config()
+    params = jax.eval_shape(paired.make_train(config).init, jax.random.split(jax.random.key(0), 1)).teacher.params
+    count = sum(np.prod(leaf.shape[1:]) for leaf in jax.tree.leaves(params))
+    assert 22_000_000 < count < 23_000_000, count  # UED.md: about 22M, the conv features feed the LSTM
+
+
+def final_state(run_dir: Path, config):
+    template = jax.eval_shape(
+        paired.make_train(config).init, jax.random.split(jax.random.key(config.seed), config.num_seeds)
+    )
+    return checkpoint.load(checkpoint.list_checkpoints(run_dir / "checkpoints")[-1], template)[0]
+
+
+def test_resume_equals_uninterrupted_and_evaluate_any_student(tmp_path):
+    straight = tiny_config(tmp_path, run_name="straight", total_updates=4)
+    paired.main(straight)
+    paired.main(tiny_config(tmp_path, run_name="split", total_updates=2))
+    paired.main(tiny_config(tmp_path, run_name="split", total_updates=4, resume=True))
+    state_a, state_b = final_state(tmp_path / "straight", straight), final_state(tmp_path / "split", straight)
+    jax.tree.map(
+        np.testing.assert_array_equal,
+        (state_a.students.params, state_a.teacher.params),
+        (state_b.students.params, state_b.teacher.params),
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "common.evaluate",
+        "--run-dir",
+        str(tmp_path / "straight"),
+        "--mazes",
+        "SixteenRooms",
+        "--episodes",
+        "2",
+    ]
+    result = subprocess.run([*command, "--policy", "antagonist"], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert result.returncode == 0 and "policy antagonist" in result.stdout, result.stderr
+    bad = subprocess.run([*command, "--policy", "student5"], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown policy 'student5'" in bad.stderr

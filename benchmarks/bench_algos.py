@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from common.provenance import describe_environment  # noqa: E402
 
-ALGOS = ("dr",)
+ALGOS = ("dr", "paired")
 """Methods with a script in algos/ so far."""
 
 
@@ -44,6 +44,8 @@ class Args:
     """Updates per timed call (one jitted chunk)."""
     repeats: int = 3
     """Timed calls; the median is reported."""
+    set: tuple[str, ...] = ()
+    """Config overrides as key=value (values parsed as JSON when they can be), e.g. teacher_conv_filters=8."""
 
 
 def load_algo(name: str):
@@ -54,9 +56,18 @@ def load_algo(name: str):
     return module
 
 
+def _parse(value: str):
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
+
+
 def measure(name: str, args: Args) -> dict:
     module = load_algo(name)
+    overrides = {key: _parse(value) for key, value in (item.split("=", 1) for item in args.set)}
     config = module.Config(
+        **overrides,
         num_envs=args.num_envs,
         num_steps=args.num_steps,
         num_seeds=args.num_seeds,
@@ -85,7 +96,8 @@ def measure(name: str, args: Args) -> dict:
         "num_seeds": args.num_seeds,
         "compile_s": round(compile_s, 2),
         "steady_s_per_update": round(per_update, 4),
-        "env_steps_per_s": round(args.num_envs * args.num_steps * args.num_seeds / per_update),
+        "env_steps_per_s": round(config.env_steps_per_update * args.num_seeds / per_update),
+        "overrides": list(args.set),
         **describe_environment(),
         "config": dataclasses.asdict(config),
     }
@@ -95,10 +107,19 @@ def main(args: Args) -> None:
     results = [measure(name, args) for name in args.algos]
     for result in results:
         print(json.dumps(result))
-    print("\n| algo | envs x steps | seeds | compile s | s/update | env steps/s |\n|---|---|---:|---:|---:|---:|")
+    print("\n| algo | overrides | envs x steps | seeds | compile s | s/update | env steps/s |")
+    print("|---|---|---|---:|---:|---:|---:|")
     for r in results:
-        shape = f"{r['num_envs']} x {r['num_steps']}"
-        row = [r["algo"], shape, r["num_seeds"], r["compile_s"], r["steady_s_per_update"], f"{r['env_steps_per_s']:,}"]
+        shape, overrides = f"{r['num_envs']} x {r['num_steps']}", " ".join(r["overrides"]) or "-"
+        row = [
+            r["algo"],
+            overrides,
+            shape,
+            r["num_seeds"],
+            r["compile_s"],
+            r["steady_s_per_update"],
+            f"{r['env_steps_per_s']:,}",
+        ]
         print("| " + " | ".join(map(str, row)) + " |")
 
 

@@ -275,6 +275,36 @@ class ActorCritic(nn.Module):
         return carry, head(self.num_actions, 0.01), head(1, 1.0)[..., 0]
 
 
+class HoistedLSTM(nn.Module):
+    """An LSTM over time (carry zeroed where the previous step ended an episode) whose input projection
+    W_x x_t is one matmul for all steps before the scan: the same math as an LSTM cell, but the teacher's
+    21,692-wide input would otherwise re-read its 89 MB weight at every one of the 62 steps."""
+
+    features: int
+
+    @nn.compact
+    def __call__(self, carry, inputs: jax.Array, reset: jax.Array):  # inputs [T, B, D], reset [T, B]
+        projected = nn.Dense(4 * self.features, kernel_init=nn.initializers.lecun_normal())(inputs)  # [T, B, 4H]
+        return RecurrentGates(self.features)(carry, (projected, reset))
+
+
+class RecurrentGates(nn.Module):
+    features: int
+
+    @functools.partial(nn.scan, variable_broadcast="params", in_axes=0, out_axes=0, split_rngs={"params": False})
+    @nn.compact
+    def __call__(self, carry, inputs):
+        projected, reset = inputs
+        cell, hidden = jax.tree.map(lambda c: jnp.where(reset[:, None], 0.0, c), carry)
+        gates = projected + nn.Dense(4 * self.features, use_bias=False, kernel_init=nn.initializers.orthogonal())(
+            hidden
+        )
+        input_gate, forget_gate, candidate, output_gate = jnp.split(gates, 4, axis=-1)
+        cell = nn.sigmoid(forget_gate) * cell + nn.sigmoid(input_gate) * jnp.tanh(candidate)
+        hidden = nn.sigmoid(output_gate) * jnp.tanh(cell)
+        return (cell, hidden), hidden
+
+
 class TeacherNetwork(nn.Module):
     """UED.md's adversary: 3x3 conv on the bordered map so far, a time-step embedding (-> 10) and the
     noise vector feed an LSTM directly; policy over cells and value heads Dense(32)+tanh."""
@@ -291,7 +321,7 @@ class TeacherNetwork(nn.Module):
         image = nn.relu(image).reshape(*image.shape[:-3], -1)
         step_embedding = nn.Embed(self.episode_steps + 1, 10)(obs.time)
         features = jnp.concatenate([image, step_embedding, obs.noise], -1)
-        carry, hidden = ScannedLSTM()(carry, (features, reset))
+        carry, hidden = HoistedLSTM(carry[0].shape[-1])(carry, features, reset)
 
         def head(outputs: int, scale: float):
             layer = nn.Dense(32, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(hidden)

@@ -174,3 +174,13 @@ def test_resume_equals_uninterrupted_and_evaluate_any_student(tmp_path):
     assert result.returncode == 0 and "policy antagonist" in result.stdout, result.stderr
     bad = subprocess.run([*command, "--policy", "student5"], cwd=REPO_ROOT, capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown policy 'student5'" in bad.stderr
+
+
+def test_teacher_uses_its_own_learning_rate(tmp_path):
+    config = tiny_config(tmp_path, teacher_lr=0.0, num_seeds=1)
+    functions = paired.make_train(config)
+    before = jax.jit(functions.init)(jax.random.split(jax.random.key(0), 1))
+    after, _ = jax.jit(jax.vmap(functions.step))(before)
+    jax.tree.map(np.testing.assert_array_equal, before.teacher.params, after.teacher.params)
+    moved = jax.tree.map(lambda x, y: bool((x != y).any()), before.students.params, after.students.params)
+    assert all(jax.tree.leaves(moved)), "the students keep their own learning rate"

@@ -1,0 +1,86 @@
+"""algos/plr.py: the buffer warms up and replay happens, Robust PLR learns only from replay, PLR from
+both, and resume (buffer included) is exact."""
+
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from algos import plr
+from common import checkpoint
+
+TINY = dict(
+    num_seeds=2,
+    num_envs=4,
+    num_steps=24,
+    max_steps=12,
+    maze_size=5,
+    n_walls=4,
+    lstm_size=16,
+    buffer_size=16,
+    total_updates=8,
+    log_interval=8,
+    eval_interval=0,
+    checkpoint_interval=8,
+    screenshot_interval=0,
+)
+
+
+def tiny_config(tmp_path, **overrides) -> plr.Config:
+    return plr.Config(**{**TINY, "runs_dir": str(tmp_path), **overrides})
+
+
+def run_chunk(config):
+    functions = plr.make_train(config)
+    before = jax.jit(functions.init)(jax.random.split(jax.random.key(0), config.num_seeds))
+    after, metrics = jax.jit(jax.vmap(functions.step))(before)
+    return functions, before, after, jax.device_get(metrics)
+
+
+def params_changed(before, after) -> bool:
+    return any(jax.tree.leaves(jax.tree.map(lambda x, y: bool((x != y).any()), before, after)))
+
+
+def test_buffer_warms_up_and_replay_happens(tmp_path):
+    config = tiny_config(tmp_path)
+    functions, _, runner, metrics = run_chunk(config)
+    fill = metrics["buffer/fill"]
+    assert (fill[:, 0] == 0.25).all(), "4 new levels of a 16-slot buffer after the first update"
+    assert (np.diff(fill, axis=1) >= 0).all() and (fill[:, -1] >= config.min_fill_ratio).all()
+    replayed = metrics["buffer/replay_fraction"]
+    assert (replayed[:, :2] == 0).all(), "no replay before the buffer is half full (8 of 16 slots)"
+    assert replayed.sum() > 0, "replay must happen once warm"
+    assert np.isnan(metrics["level_replay/walls"][replayed == 0]).all()
+    assert np.isfinite(metrics["level_replay/walls"][replayed == 1]).all()
+    assert np.isfinite(metrics["ppo/loss"]).all() and np.isfinite(metrics["buffer/mean_score"]).all()
+    top = jax.jit(jax.vmap(functions.training_levels))(runner)
+    assert top.wall_map.shape == (config.num_seeds, config.num_envs, 5, 5)
+
+
+@pytest.mark.parametrize(("exploratory", "learns"), [(False, False), (True, True)])
+def test_robust_plr_learns_only_from_replay(tmp_path, exploratory, learns):
+    config = tiny_config(tmp_path, replay_prob=0.0, exploratory_grad_updates=exploratory, num_seeds=1)
+    _, before, after, metrics = run_chunk(config)
+    assert (metrics["buffer/replay_fraction"] == 0).all()
+    assert params_changed(before.train_state.params, after.train_state.params) == learns
+    assert int(after.buffer.filled.sum()) > 4, "new levels still fill the buffer"
+
+
+def final_state(run_dir: Path, config):
+    template = jax.eval_shape(
+        plr.make_train(config).init, jax.random.split(jax.random.key(config.seed), config.num_seeds)
+    )
+    return checkpoint.load(checkpoint.list_checkpoints(run_dir / "checkpoints")[-1], template)[0]
+
+
+def test_resume_with_the_buffer_equals_uninterrupted(tmp_path):
+    common = dict(log_interval=4, checkpoint_interval=4)
+    straight = tiny_config(tmp_path, run_name="straight", **common)
+    plr.main(straight)
+    plr.main(tiny_config(tmp_path, run_name="split", total_updates=4, **common))
+    plr.main(tiny_config(tmp_path, run_name="split", resume=True, **common))
+    state_a, state_b = final_state(tmp_path / "straight", straight), final_state(tmp_path / "split", straight)
+    assert int(state_a.buffer.filled.sum()) > 0
+    jax.tree.map(np.testing.assert_array_equal, state_a.train_state.params, state_b.train_state.params)
+    jax.tree.map(np.testing.assert_array_equal, state_a.buffer, state_b.buffer)

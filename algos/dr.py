@@ -41,7 +41,9 @@ from common.runs import (  # noqa: E402
     config_to_dict,
     one_line_errors,
     prepare_run_dir,
+    raise_first,
     record_config,
+    run_config_problems,
     stop_reason,
 )
 from envs.heldout import HELDOUT_MAZES, HeldoutMaze  # noqa: E402
@@ -133,45 +135,21 @@ class Config:
     """LSTM units of the student."""
 
     def __post_init__(self):
-        intervals = {
-            "--eval-interval": self.eval_interval,
-            "--checkpoint-interval": self.checkpoint_interval,
-            "--archive-interval": self.archive_interval,
-            "--screenshot-interval": self.screenshot_interval,
-            "--total-updates": self.total_updates,
-        }
-        problems = [
-            (self.num_seeds < 1, f"--num-seeds must be at least 1, got {self.num_seeds}"),
-            (self.log_interval < 1, f"--log-interval must be at least 1, got {self.log_interval}"),
-            *(
+        raise_first(
+            [
+                *run_config_problems(self),
                 (
-                    value < 0 or value % max(self.log_interval, 1),
-                    f"{flag} ({value}) must be a multiple of --log-interval ({self.log_interval})",
-                )
-                for flag, value in intervals.items()
-            ),
-            (self.checkpoint_interval < 1, "--checkpoint-interval must be positive"),
-            (self.keep_checkpoints < 1, "--keep-checkpoints must be at least 1"),
-            (
-                self.num_envs % self.num_minibatches != 0,
-                f"--num-envs ({self.num_envs}) must be divisible by --num-minibatches ({self.num_minibatches})",
-            ),
-            (self.resume and self.overwrite, "--resume and --overwrite exclude each other"),
-            (not 0 <= self.n_walls, "--n-walls must be non-negative"),
-            (self.maze_size < 2, "--maze-size must be at least 2"),
-            (self.agent_view_size % 2 == 0 or self.agent_view_size < 3, "--agent-view-size must be odd and at least 3"),
-            (self.eval_interval > 0 and self.eval_episodes < 1, "--eval-episodes must be at least 1"),
-            *(
+                    self.num_envs % self.num_minibatches != 0,
+                    f"--num-envs ({self.num_envs}) must be divisible by --num-minibatches ({self.num_minibatches})",
+                ),
+                (not 0 <= self.n_walls, "--n-walls must be non-negative"),
+                (self.maze_size < 2, "--maze-size must be at least 2"),
                 (
-                    name not in HELDOUT_MAZES,
-                    f"unknown --eval-mazes entry {name!r}; choose from {', '.join(HELDOUT_MAZES)}",
-                )
-                for name in self.eval_mazes
-            ),
-        ]
-        for failed, message in problems:
-            if failed:
-                raise ConfigError(message)
+                    self.agent_view_size % 2 == 0 or self.agent_view_size < 3,
+                    "--agent-view-size must be odd and at least 3",
+                ),
+            ]
+        )
 
     @property
     def env_steps_per_update(self) -> int:

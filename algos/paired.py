@@ -47,7 +47,9 @@ from common.runs import (  # noqa: E402
     config_to_dict,
     one_line_errors,
     prepare_run_dir,
+    raise_first,
     record_config,
+    run_config_problems,
     stop_reason,
 )
 from envs import teacher  # noqa: E402
@@ -164,51 +166,27 @@ class Config:
     """LSTM units of the student."""
 
     def __post_init__(self):
-        intervals = {
-            "--eval-interval": self.eval_interval,
-            "--checkpoint-interval": self.checkpoint_interval,
-            "--archive-interval": self.archive_interval,
-            "--screenshot-interval": self.screenshot_interval,
-            "--total-updates": self.total_updates,
-        }
         least, most = STUDENT_COUNTS[self.ued_score]
         allowed = f"exactly {least}" if least == most else f"at least {least}"
-        problems = [
-            (self.num_seeds < 1, f"--num-seeds must be at least 1, got {self.num_seeds}"),
-            (self.log_interval < 1, f"--log-interval must be at least 1, got {self.log_interval}"),
-            *(
+        raise_first(
+            [
+                *run_config_problems(self),
                 (
-                    value < 0 or value % max(self.log_interval, 1),
-                    f"{flag} ({value}) must be a multiple of --log-interval ({self.log_interval})",
-                )
-                for flag, value in intervals.items()
-            ),
-            (self.checkpoint_interval < 1, "--checkpoint-interval must be positive"),
-            (self.keep_checkpoints < 1, "--keep-checkpoints must be at least 1"),
-            (
-                self.num_envs % self.num_minibatches != 0,
-                f"--num-envs ({self.num_envs}) must be divisible by --num-minibatches ({self.num_minibatches})",
-            ),
-            (self.resume and self.overwrite, "--resume and --overwrite exclude each other"),
-            (
-                self.num_students < least or (most is not None and self.num_students > most),
-                f"--ued-score {self.ued_score} needs {allowed} students, got --num-students {self.num_students}",
-            ),
-            (not 0 <= self.n_walls, "--n-walls must be non-negative"),
-            (self.maze_size < 2, "--maze-size must be at least 2"),
-            (self.agent_view_size % 2 == 0 or self.agent_view_size < 3, "--agent-view-size must be odd and at least 3"),
-            (self.eval_interval > 0 and self.eval_episodes < 1, "--eval-episodes must be at least 1"),
-            *(
+                    self.num_envs % self.num_minibatches != 0,
+                    f"--num-envs ({self.num_envs}) must be divisible by --num-minibatches ({self.num_minibatches})",
+                ),
+                (not 0 <= self.n_walls, "--n-walls must be non-negative"),
+                (self.maze_size < 2, "--maze-size must be at least 2"),
                 (
-                    name not in HELDOUT_MAZES,
-                    f"unknown --eval-mazes entry {name!r}; choose from {', '.join(HELDOUT_MAZES)}",
-                )
-                for name in self.eval_mazes
-            ),
-        ]
-        for failed, message in problems:
-            if failed:
-                raise ConfigError(message)
+                    self.agent_view_size % 2 == 0 or self.agent_view_size < 3,
+                    "--agent-view-size must be odd and at least 3",
+                ),
+                (
+                    self.num_students < least or (most is not None and self.num_students > most),
+                    f"--ued-score {self.ued_score} needs {allowed} students, got --num-students {self.num_students}",
+                ),
+            ]
+        )
 
     @property
     def env_steps_per_update(self) -> int:
@@ -740,13 +718,14 @@ def make_train(config: Config) -> TrainFunctions:
 
 def policy_params(runner: RunnerState, policy: str):
     """The parameters of a named policy in the runner state (the evaluate command's --policy):
-    protagonist, antagonist, student<i>."""
-    names = {"protagonist": 0, "student": 0, "antagonist": 1, **{f"student{i}": i for i in range(16)}}
+    protagonist (also: student), antagonist, or student<i> for population PAIRED."""
     count = jax.tree.leaves(runner.students.params)[0].shape[1]
-    if names.get(policy, count) >= count:
+    aliases = {"protagonist": 0, "student": 0, "antagonist": 1}
+    index = aliases.get(policy, int(policy[7:]) if policy[7:].isdigit() and policy.startswith("student") else None)
+    if index is None or index >= count:
         choices = "protagonist, antagonist or student<i>"
         raise ConfigError(f"unknown policy {policy!r} for this PAIRED run of {count} students; choose {choices}")
-    return jax.tree.map(lambda x: x[:, names[policy]], runner.students.params)
+    return jax.tree.map(lambda x: x[:, index], runner.students.params)
 
 
 # copied from algos/dr.py:main

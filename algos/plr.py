@@ -46,7 +46,9 @@ from common.runs import (  # noqa: E402
     config_to_dict,
     one_line_errors,
     prepare_run_dir,
+    raise_first,
     record_config,
+    run_config_problems,
     stop_reason,
 )
 from envs.heldout import HELDOUT_MAZES, HeldoutMaze  # noqa: E402
@@ -90,8 +92,8 @@ class Config:
     """Newest checkpoints kept in checkpoints/."""
     archive_interval: int = 0
     """Updates between checkpoints copied to checkpoints/archive/ and never pruned (0 disables)."""
-    screenshot_interval: int = 1000
-    """Updates between PNG grids of current training levels in images/ (0 disables)."""
+    screenshot_interval: int = 100
+    """Updates between PNG grids of the highest-scoring buffer levels in images/ (0 disables; default: each eval)."""
     track: bool = False
     """Log to Weights & Biases (one run per seed, grouped by run name; WANDB_MODE=offline works)."""
     wandb_project: str = "cleanued"
@@ -155,53 +157,29 @@ class Config:
     """LSTM units of the student."""
 
     def __post_init__(self):
-        intervals = {
-            "--eval-interval": self.eval_interval,
-            "--checkpoint-interval": self.checkpoint_interval,
-            "--archive-interval": self.archive_interval,
-            "--screenshot-interval": self.screenshot_interval,
-            "--total-updates": self.total_updates,
-        }
-        problems = [
-            (self.num_seeds < 1, f"--num-seeds must be at least 1, got {self.num_seeds}"),
-            (self.log_interval < 1, f"--log-interval must be at least 1, got {self.log_interval}"),
-            *(
+        raise_first(
+            [
+                *run_config_problems(self),
                 (
-                    value < 0 or value % max(self.log_interval, 1),
-                    f"{flag} ({value}) must be a multiple of --log-interval ({self.log_interval})",
-                )
-                for flag, value in intervals.items()
-            ),
-            (self.checkpoint_interval < 1, "--checkpoint-interval must be positive"),
-            (self.keep_checkpoints < 1, "--keep-checkpoints must be at least 1"),
-            (
-                self.num_envs % self.num_minibatches != 0,
-                f"--num-envs ({self.num_envs}) must be divisible by --num-minibatches ({self.num_minibatches})",
-            ),
-            (self.resume and self.overwrite, "--resume and --overwrite exclude each other"),
-            (
-                self.buffer_size < self.num_envs,
-                f"--buffer-size ({self.buffer_size}) must hold at least --num-envs ({self.num_envs}) levels",
-            ),
-            (not 0.0 <= self.replay_prob <= 1.0, "--replay-prob must be in [0, 1]"),
-            (not 0.0 < self.min_fill_ratio <= 1.0, "--min-fill-ratio must be in (0, 1]"),
-            (self.temperature <= 0, "--temperature must be positive"),
-            (not 0.0 <= self.staleness_coef <= 1.0, "--staleness-coef must be in [0, 1]"),
-            (not 0 <= self.n_walls, "--n-walls must be non-negative"),
-            (self.maze_size < 2, "--maze-size must be at least 2"),
-            (self.agent_view_size % 2 == 0 or self.agent_view_size < 3, "--agent-view-size must be odd and at least 3"),
-            (self.eval_interval > 0 and self.eval_episodes < 1, "--eval-episodes must be at least 1"),
-            *(
+                    self.num_envs % self.num_minibatches != 0,
+                    f"--num-envs ({self.num_envs}) must be divisible by --num-minibatches ({self.num_minibatches})",
+                ),
+                (not 0 <= self.n_walls, "--n-walls must be non-negative"),
+                (self.maze_size < 2, "--maze-size must be at least 2"),
                 (
-                    name not in HELDOUT_MAZES,
-                    f"unknown --eval-mazes entry {name!r}; choose from {', '.join(HELDOUT_MAZES)}",
-                )
-                for name in self.eval_mazes
-            ),
-        ]
-        for failed, message in problems:
-            if failed:
-                raise ConfigError(message)
+                    self.agent_view_size % 2 == 0 or self.agent_view_size < 3,
+                    "--agent-view-size must be odd and at least 3",
+                ),
+                (
+                    self.buffer_size < self.num_envs,
+                    f"--buffer-size ({self.buffer_size}) must hold at least --num-envs ({self.num_envs}) levels",
+                ),
+                (not 0.0 <= self.replay_prob <= 1.0, "--replay-prob must be in [0, 1]"),
+                (not 0.0 < self.min_fill_ratio <= 1.0, "--min-fill-ratio must be in (0, 1]"),
+                (self.temperature <= 0, "--temperature must be positive"),
+                (not 0.0 <= self.staleness_coef <= 1.0, "--staleness-coef must be in [0, 1]"),
+            ]
+        )
 
     @property
     def env_steps_per_update(self) -> int:
@@ -429,13 +407,12 @@ def level_scores(transitions: Transition, advantages: jax.Array, max_returns: ja
     rewards, dones, values, advantages = map(
         per_env, (transitions.reward, transitions.done, transitions.value, advantages)
     )
-    _, best = jax.vmap(ued_scores.episode_returns)(rewards, dones)
-    running_max = jnp.where(dones.any(1), jnp.maximum(max_returns, best), max_returns)
     if score_function == "max_mc":
         return jax.vmap(ued_scores.max_mc)(rewards, dones, values, max_returns)
-    if score_function == "pvl":
-        return jax.vmap(ued_scores.positive_value_loss)(advantages, dones), running_max
-    return jax.vmap(ued_scores.l1_value_loss)(advantages, dones), running_max
+    _, best = jax.vmap(ued_scores.episode_returns)(rewards, dones)
+    running_max = jnp.where(dones.any(1), jnp.maximum(max_returns, best), max_returns)
+    value_loss = ued_scores.positive_value_loss if score_function == "pvl" else ued_scores.l1_value_loss
+    return jax.vmap(value_loss)(advantages, dones), running_max
 
 
 def select(condition: jax.Array, on_true, on_false):

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from common.checkpoint import CheckpointError, write_atomic
+from envs.heldout import HELDOUT_MAZES
 
 RUN_MANAGEMENT_FIELDS = frozenset(
     {
@@ -50,6 +51,44 @@ the resumed run a different experiment."""
 
 class ConfigError(Exception):
     """Bad input from the user (flags, run folder, checkpoint): reported as one line, exit status 2."""
+
+
+def run_config_problems(config) -> list[tuple[bool, str]]:
+    """(failed, message) checks of the run-management fields every algos/ Config shares."""
+    intervals = {
+        "--eval-interval": config.eval_interval,
+        "--checkpoint-interval": config.checkpoint_interval,
+        "--archive-interval": config.archive_interval,
+        "--screenshot-interval": config.screenshot_interval,
+        "--total-updates": config.total_updates,
+    }
+    step = max(config.log_interval, 1)
+    return [
+        (config.num_seeds < 1, f"--num-seeds must be at least 1, got {config.num_seeds}"),
+        (config.log_interval < 1, f"--log-interval must be at least 1, got {config.log_interval}"),
+        *(
+            (
+                value < 0 or value % step,
+                f"{flag} ({value}) must be a multiple of --log-interval ({config.log_interval})",
+            )
+            for flag, value in intervals.items()
+        ),
+        (config.checkpoint_interval < 1, "--checkpoint-interval must be positive"),
+        (config.keep_checkpoints < 1, "--keep-checkpoints must be at least 1"),
+        (config.resume and config.overwrite, "--resume and --overwrite exclude each other"),
+        (config.eval_interval > 0 and config.eval_episodes < 1, "--eval-episodes must be at least 1"),
+        *(
+            (name not in HELDOUT_MAZES, f"unknown --eval-mazes entry {name!r}; choose from {', '.join(HELDOUT_MAZES)}")
+            for name in config.eval_mazes
+        ),
+    ]
+
+
+def raise_first(problems: list[tuple[bool, str]]) -> None:
+    """Raise a ConfigError with the message of the first failed check."""
+    for failed, message in problems:
+        if failed:
+            raise ConfigError(message)
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ import pytest
 
 from algos import plr
 from common import checkpoint
+from common.runs import ConfigError
 
 TINY = dict(
     num_seeds=2,
@@ -84,3 +85,18 @@ def test_resume_with_the_buffer_equals_uninterrupted(tmp_path):
     assert int(state_a.buffer.filled.sum()) > 0
     jax.tree.map(np.testing.assert_array_equal, state_a.train_state.params, state_b.train_state.params)
     jax.tree.map(np.testing.assert_array_equal, state_a.buffer, state_b.buffer)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (dict(buffer_size=2), "--buffer-size \\(2\\) must hold at least --num-envs \\(4\\) levels"),
+        (dict(replay_prob=1.5), "--replay-prob must be in \\[0, 1\\]"),
+        (dict(min_fill_ratio=0.0), "--min-fill-ratio must be in \\(0, 1\\]"),
+        (dict(temperature=0.0), "--temperature must be positive"),
+        (dict(log_interval=3), "--checkpoint-interval \\(8\\) must be a multiple of --log-interval \\(3\\)"),
+    ],
+)
+def test_invalid_flags(tmp_path, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        tiny_config(tmp_path, **overrides)

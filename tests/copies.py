@@ -1,7 +1,9 @@
 """The checker behind STYLE.md rule 9: a top-level def or class preceded by `# copied from algos/X.py:name`
-must equal `name` in algos/X.py (apart from the marker). Used by tests/test_copies.py."""
+must equal `name` in algos/X.py (apart from the marker); and the check that a method file differs from its
+base only where the method does (`diff algos/plr.py algos/accel.py`). Used by tests/test_copies.py."""
 
 import ast
+import difflib
 import re
 from pathlib import Path
 
@@ -51,4 +53,33 @@ def drifted_copies(path: Path, repo_root: Path) -> list[str]:
             problems.append(
                 f"{path.name}:{name} differs from {source_path}:{source_name}; re-copy it or drop the marker"
             )
+    return problems
+
+
+def unexplained_hunks(base: Path, variant: Path, topic: re.Pattern) -> list[str]:
+    """Hunks of `diff base variant` that are not about `topic`: a hunk passes when it lies in the module
+    docstring or the Config class of both files, or when one of its changed lines matches `topic`.
+    Copy markers are ignored (they differ between a source and its copy by design)."""
+    base_lines, variant_lines = (
+        [line for line in path.read_text().splitlines() if not MARKER.search(line)] for path in (base, variant)
+    )
+
+    def allowed_lines(lines: list[str]) -> set[int]:
+        tree = ast.parse("\n".join(lines))
+        spans = [(node.lineno, node.end_lineno) for node in tree.body[:1] if isinstance(node, ast.Expr)]
+        spans += [(n.lineno, n.end_lineno) for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Config"]
+        return {index for start, end in spans for index in range(start - 1, end)}
+
+    base_allowed, variant_allowed = allowed_lines(base_lines), allowed_lines(variant_lines)
+    problems = []
+    matcher = difflib.SequenceMatcher(a=base_lines, b=variant_lines, autojunk=False)
+    for tag, base_start, base_end, variant_start, variant_end in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        removed, added = base_lines[base_start:base_end], variant_lines[variant_start:variant_end]
+        in_allowed = set(range(base_start, base_end)) <= base_allowed and (
+            set(range(variant_start, variant_end)) <= variant_allowed
+        )
+        if not in_allowed and not any(topic.search(line) for line in removed + added):
+            problems.append(f"{variant.name} line {variant_start + 1}: {(added or removed)[0].strip()}")
     return problems

@@ -158,11 +158,19 @@ def insert_many(
     temperature: float,
     staleness_coef: float,
     prioritization: Prioritization,
+    active: jax.Array | None = None,
 ) -> tuple[LevelBuffer, jax.Array]:
-    """`insert` for a batch, one level after another (each sees the buffer the previous one left)."""
+    """`insert` for a batch, one level after another (each sees the buffer the previous one left). Levels
+    whose `active` entry is False are skipped (slot -1), so a fixed-size batch can insert a varying subset."""
+    if active is None:
+        active = jnp.ones(scores.shape[0], bool)
 
     def one(buffer, new):
-        level, score, max_return, generation = new
-        return insert(buffer, level, score, max_return, generation, temperature, staleness_coef, prioritization)
+        level, score, max_return, generation, is_active = new
+        inserted, slot = insert(
+            buffer, level, score, max_return, generation, temperature, staleness_coef, prioritization
+        )
+        kept = jax.tree.map(lambda a, b: jnp.where(is_active, a, b), inserted, buffer)
+        return kept, jnp.where(is_active, slot, -1)
 
-    return jax.lax.scan(one, buffer, (levels, scores, max_returns, mutations))
+    return jax.lax.scan(one, buffer, (levels, scores, max_returns, mutations, active))

@@ -187,6 +187,25 @@ def test_sequential_sampling_ages_and_vmaps_over_seeds():
     assert float(lb.fill_ratio(jax.tree.map(lambda x: x[0], buffers))) == 1.0
 
 
+def test_insert_many_skips_inactive_levels():
+    settings = dict(temperature=0.3, staleness_coef=0.5, prioritization="rank")
+    levels = small_levels(6, seed=8)
+    buffer = lb.empty_buffer(level_at(levels, 0), 6)
+    scores = jnp.linspace(0.1, 0.6, 6)
+    active = jnp.array([True, False, True, False, False, True])
+    masked, slots = lb.insert_many(
+        buffer, levels, scores, jnp.zeros(6), jnp.arange(6, dtype=jnp.int32), **settings, active=active
+    )
+    chosen = jax.tree.map(lambda x: x[np.flatnonzero(active)], levels)
+    expected, expected_slots = lb.insert_many(
+        buffer, chosen, scores[active], jnp.zeros(3), jnp.arange(6, dtype=jnp.int32)[active], **settings
+    )
+    np.testing.assert_array_equal(slots, [0, -1, 1, -1, -1, 2])
+    np.testing.assert_array_equal(expected_slots, [0, 1, 2])
+    for leaf, expected_leaf in zip(jax.tree.leaves(masked), jax.tree.leaves(expected), strict=True):
+        np.testing.assert_array_equal(leaf, expected_leaf)
+
+
 def python_episodes(values, dones):
     """Per-step values grouped into the episodes that ended inside the rollout."""
     episodes, current = [], []

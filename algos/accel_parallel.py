@@ -1,0 +1,755 @@
+"""Parallel ACCEL on AMaze: new levels, replayed levels and mutants of the replayed levels in one rollout.
+
+The parallel variant of ACCEL (Parker-Holder et al., 2022, "Evolving Curricula with Regret-Based
+Environment Design") in minimax-lib 0.2.0 (`PLRRunner` in parallel mode with mutations) with the shipped
+maze config (../shared/UED.md). This is algos/plr_parallel.py plus mutation: every update rolls out one
+batch of 3 x `num_envs` envs: `num_envs` fresh empty mazes (`--n-walls 0`), `num_envs` levels replayed
+from the buffer, and `num_envs` mutants of this update's replay levels (`--num-edits` random wall flips,
+goal moves or no-ops; envs/levels.py), one mutation generation deeper than their parent. Scores from all
+blocks update the buffer (replayed levels their slots, new levels and mutants compete for one); PPO
+trains only on the replay block. Until the buffer is `--min-fill-ratio` full the replay block plays a
+second set of fresh levels, which are inserted too and whose mutants are generation 1, and no PPO step is
+kept.
+
+Cost when vmapped over seeds: no data-dependent branch. Each update is one rollout of 3 x `num_envs`
+envs, one GAE, one PPO update on `num_envs` envs (computed and dropped while the buffer warms up), one
+buffer update, one insertion pass over 3 x `num_envs` levels (replay-block entries skipped once warm)
+and one mutation of `num_envs` levels. Diff against: algos/plr_parallel.py.
+
+    python algos/accel_parallel.py --num-seeds 2 --run-name accel_parallel_demo
+"""
+
+import functools
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import tyro
+from flax import struct
+from flax.training.train_state import TrainState
+
+# SCAFFOLDING: put the repo root on sys.path so `python algos/plr.py` can import envs and common.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from common import level_buffer, ued_scores  # noqa: E402
+from common.checkpoint import Checkpoints, checkpoint_path  # noqa: E402
+from common.runs import (  # noqa: E402
+    ConfigError,
+    RunLog,
+    StopSignal,
+    chunk_rows,
+    compile_timed,
+    config_to_dict,
+    one_line_errors,
+    prepare_run_dir,
+    raise_first,
+    record_config,
+    run_config_problems,
+    stop_reason,
+)
+from envs.heldout import HELDOUT_MAZES, HeldoutMaze  # noqa: E402
+from envs.levels import mutate_level, sample_dr_level, shortest_path_length, wall_count  # noqa: E402
+from envs.maze import NUM_ACTIONS, EnvParams, Level, Observation, reset_to_level, step, step_and_restart  # noqa: E402
+from envs.render import render_grid, save_png  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Config:
+    # Run
+    seed: int = 0
+    """Base seed; seed i of the run uses jax.random.split(key(seed), num_seeds)[i]."""
+    num_seeds: int = 1
+    """Independent runs vmapped in one process."""
+    run_name: str = "accel_parallel"
+    """Folder name under --runs-dir for config, logs, checkpoints, evaluations and images."""
+    runs_dir: str = "runs"
+    """Where run folders live."""
+    resume: bool = False
+    """Continue the run folder from its newest checkpoint (the config may differ only in run length and logging)."""
+    overwrite: bool = False
+    """Delete an existing run folder of the same name and start over."""
+    total_updates: int = 30_000
+    """Stop after this many updates, replay and new (UED.md: 30,000 student updates)."""
+    total_env_steps: int | None = None
+    """Also stop once each seed has taken this many env steps."""
+    train_seconds: float | None = None
+    """Also stop after this much wall-clock training time in this process."""
+    log_interval: int = 10
+    """Updates per jitted chunk: logs.csv, progress and stop checks happen between chunks."""
+    eval_interval: int = 100
+    """Updates between held-out evaluations (a multiple of --log-interval; 0 disables)."""
+    eval_mazes: tuple[str, ...] = ("SixteenRooms", "Labyrinth", "StandardMaze")
+    """Held-out mazes evaluated during training (UED.md)."""
+    eval_episodes: int = 10
+    """Episodes per maze per seed at each evaluation; actions are sampled, first episode counts."""
+    checkpoint_interval: int = 100
+    """Updates between checkpoints (a multiple of --log-interval)."""
+    keep_checkpoints: int = 2
+    """Newest checkpoints kept in checkpoints/."""
+    archive_interval: int = 0
+    """Updates between checkpoints copied to checkpoints/archive/ and never pruned (0 disables)."""
+    screenshot_interval: int = 100
+    """Updates between PNG grids of the highest-scoring buffer levels in images/ (0 disables; default: each eval)."""
+    track: bool = False
+    """Log to Weights & Biases (one run per seed, grouped by run name; WANDB_MODE=offline works)."""
+    wandb_project: str = "cleanued"
+    """wandb project."""
+    wandb_entity: str | None = None
+    """wandb entity (team or user); default: your wandb default."""
+    # Environment
+    maze_size: int = 13
+    """Interior height and width of training mazes."""
+    n_walls: int = 0
+    """Wall cells drawn with replacement per new level (ACCEL starts from empty mazes)."""
+    max_steps: int = 250
+    """Episode length limit on training levels."""
+    agent_view_size: int = 5
+    """Side of the agent's egocentric view."""
+    # Level replay (UED.md, Parallel ACCEL column)
+    buffer_size: int = 4000
+    """Level buffer capacity per seed."""
+    min_fill_ratio: float = 0.5
+    """Replay (and train) only once this fraction of the buffer is filled."""
+    score_function: Literal["max_mc", "pvl", "l1_value_loss"] = "max_mc"
+    """Level score: MaxMC (against the running max return), positive value loss, or L1 value loss."""
+    prioritization: Literal["rank", "proportional"] = "rank"
+    """Score prioritization of the replay distribution (rank suits MaxMC, which can be negative)."""
+    temperature: float = 0.3
+    """Temperature of the score prioritization."""
+    staleness_coef: float = 0.5
+    """Weight of staleness in the replay distribution."""
+    # Mutation (UED.md, Parallel ACCEL column)
+    num_edits: int = 20
+    """Random edits per mutant (each a wall flip, a goal move or a no-op)."""
+    mutation_criterion: Literal["batch", "easy", "hard"] = "batch"
+    """Replayed levels to mutate: all of them (batch), or the --mutation-subsample-size lowest-scoring (easy)
+    or highest-scoring (hard), each mutated num_envs / subsample-size times with different edits."""
+    mutation_subsample_size: int = 4
+    """Parents per mutation update for the easy and hard criteria (must divide --num-envs)."""
+    # PPO (UED.md, Parallel ACCEL column)
+    num_envs: int = 32
+    """Envs per block (new, replay, mutants): each update steps 3 x num_envs envs per seed."""
+    num_steps: int = 256
+    """Rollout length per update; PPO back-propagates through all of it."""
+    lr: float = 1e-4
+    """Adam learning rate."""
+    anneal_lr: bool = False
+    """Anneal the learning rate linearly to 0 over --total-updates (minimax's DR runs did not)."""
+    adam_eps: float = 1e-5
+    """Adam epsilon."""
+    gamma: float = 0.999
+    """Discount."""
+    gae_lambda: float = 0.98
+    """GAE lambda."""
+    num_epochs: int = 5
+    """PPO epochs per update."""
+    num_minibatches: int = 1
+    """Minibatches per epoch, split along the replay block's envs (1: the whole block is one minibatch)."""
+    clip_eps: float = 0.2
+    """PPO clip range for the ratio and the value."""
+    ent_coef: float = 1e-3
+    """Entropy bonus coefficient."""
+    vf_coef: float = 0.5
+    """Value loss coefficient."""
+    max_grad_norm: float = 0.5
+    """Global gradient norm clip."""
+    lstm_size: int = 256
+    """LSTM units of the student."""
+
+    def __post_init__(self):
+        raise_first(
+            [
+                *run_config_problems(self),
+                (
+                    self.num_envs % self.num_minibatches != 0,
+                    f"--num-envs ({self.num_envs}) must be divisible by --num-minibatches ({self.num_minibatches})",
+                ),
+                (not 0 <= self.n_walls, "--n-walls must be non-negative"),
+                (self.maze_size < 2, "--maze-size must be at least 2"),
+                (
+                    self.agent_view_size % 2 == 0 or self.agent_view_size < 3,
+                    "--agent-view-size must be odd and at least 3",
+                ),
+                (
+                    self.buffer_size < self.num_envs,
+                    f"--buffer-size ({self.buffer_size}) must hold at least --num-envs ({self.num_envs}) levels",
+                ),
+                (not 0.0 < self.min_fill_ratio <= 1.0, "--min-fill-ratio must be in (0, 1]"),
+                (self.temperature <= 0, "--temperature must be positive"),
+                (not 0.0 <= self.staleness_coef <= 1.0, "--staleness-coef must be in [0, 1]"),
+                (self.num_edits < 1, "--num-edits must be at least 1"),
+                (
+                    self.mutation_criterion != "batch"
+                    and not (self.mutation_subsample_size >= 1 and self.num_envs % self.mutation_subsample_size == 0),
+                    f"--mutation-subsample-size ({self.mutation_subsample_size}) must divide --num-envs "
+                    f"({self.num_envs}) for the {self.mutation_criterion} criterion",
+                ),
+            ]
+        )
+
+    @property
+    def env_steps_per_update(self) -> int:
+        return self.num_blocks * self.num_envs * self.num_steps
+
+    @property
+    def num_blocks(self) -> int:
+        """Env blocks per rollout: new, replay, mutants."""
+        return 3
+
+    @property
+    def env_params(self) -> EnvParams:
+        return EnvParams(max_steps=self.max_steps, agent_view_size=self.agent_view_size)
+
+    @property
+    def buffer_settings(self) -> dict:
+        return dict(
+            temperature=self.temperature, staleness_coef=self.staleness_coef, prioritization=self.prioritization
+        )
+
+
+HEADLINE_METRICS = ("train/return", "buffer/replay_fraction", "buffer/fill")
+"""Metrics shown on the progress line (with the evaluation solve rates)."""
+
+
+# copied from algos/dr.py:ScannedLSTM
+class ScannedLSTM(nn.Module):
+    """An LSTM over the time axis whose carry is zeroed where the previous step ended an episode."""
+
+    @functools.partial(nn.scan, variable_broadcast="params", in_axes=0, out_axes=0, split_rngs={"params": False})
+    @nn.compact
+    def __call__(self, carry, inputs):
+        features, reset = inputs
+        carry = jax.tree.map(lambda c: jnp.where(reset[:, None], 0.0, c), carry)
+        return nn.OptimizedLSTMCell(carry[0].shape[-1])(carry, features)
+
+
+# copied from algos/dr.py:ActorCritic
+class ActorCritic(nn.Module):
+    """UED.md's student: 3x3 conv (16) on the view + direction embedding (4 -> 5) -> LSTM -> policy and
+    value heads Dense(32)+tanh. About 433k parameters at lstm_size 256."""
+
+    num_actions: int = NUM_ACTIONS
+
+    @nn.compact
+    def __call__(self, carry, obs: Observation, reset: jax.Array):  # obs leaves [T, B, ...], reset [T, B]
+        image = nn.Conv(16, (3, 3), padding="VALID", kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(obs.image)
+        image = nn.relu(image).reshape(*image.shape[:-3], -1)  # [T, B, 144]
+        direction = nn.Embed(4, 5)(obs.agent_dir)  # [T, B, 5]
+        carry, hidden = ScannedLSTM()(carry, (jnp.concatenate([image, direction], -1), reset))
+
+        def head(outputs: int, scale: float):
+            layer = nn.Dense(32, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(hidden)
+            return nn.Dense(outputs, kernel_init=nn.initializers.orthogonal(scale))(nn.tanh(layer))
+
+        # A small last policy layer makes the first policy near uniform (PPO implementation details).
+        return carry, head(self.num_actions, 0.01), head(1, 1.0)[..., 0]
+
+
+# copied from algos/dr.py:initial_carry
+def initial_carry(batch_size: int, lstm_size: int) -> tuple[jax.Array, jax.Array]:
+    return jnp.zeros((batch_size, lstm_size)), jnp.zeros((batch_size, lstm_size))
+
+
+# copied from algos/dr.py:Transition
+class Transition(NamedTuple):  # leaves [num_steps, num_envs, ...]
+    obs: Observation
+    reset: jax.Array  # the previous step ended an episode: the LSTM carry is zeroed before this step
+    action: jax.Array
+    log_prob: jax.Array
+    value: jax.Array
+    reward: jax.Array
+    done: jax.Array
+
+
+@struct.dataclass
+class RunnerState:
+    train_state: TrainState
+    buffer: level_buffer.LevelBuffer
+    rng: jax.Array
+    rng_eval: jax.Array  # fixed per seed; evaluation keys are folded with the update so training never depends on them
+    update: jax.Array  # int32[], updates done
+
+
+# copied from algos/dr.py:RolloutState
+class RolloutState(NamedTuple):  # leaves [num_envs, ...]
+    obs: Observation
+    env_state: object
+    carry: tuple[jax.Array, jax.Array]
+    reset: jax.Array  # the last step ended an episode
+
+
+# copied from algos/dr.py:EvalState
+class EvalState(NamedTuple):  # leaves [num_episodes, ...]
+    obs: Observation
+    env_state: object
+    carry: tuple[jax.Array, jax.Array]
+    finished: jax.Array  # the first episode has ended
+    returns: jax.Array
+    lengths: jax.Array
+
+
+# copied from algos/dr.py:EvalResult
+class EvalResult(NamedTuple):
+    returns: jax.Array  # [E], first episode of each attempt
+    episode_length: jax.Array  # [E], steps of that episode
+    levels: Level  # [E]
+    agent_pos: jax.Array  # [T, E, 2]
+    agent_dir: jax.Array  # [T, E]
+
+
+# copied from algos/dr.py:add_time_axis
+def add_time_axis(tree):
+    return jax.tree.map(lambda x: x[None], tree)
+
+
+# copied from algos/dr.py:rollout
+def rollout(rng, network, params, start: RolloutState, step_env, num_steps) -> tuple[Transition, RolloutState]:
+    """`num_steps` policy steps in every env; returns the transitions and the state after the last step."""
+
+    def one_step(state: RolloutState, rng_step):
+        obs, env_state, carry, reset = state
+        rng_action, rng_env = jax.random.split(rng_step)
+        next_carry, logits, value = network.apply(params, carry, add_time_axis(obs), reset[None])
+        logits, value = logits[0], value[0]
+        action = jax.random.categorical(rng_action, logits)
+        log_prob = jnp.take_along_axis(jax.nn.log_softmax(logits), action[:, None], -1)[:, 0]
+        rng_envs = jax.random.split(rng_env, action.shape[0])
+        next_obs, env_state, reward, done, _ = step_env(rng_envs, env_state, action)
+        transition = Transition(obs, reset, action, log_prob, value, reward, done)
+        return RolloutState(next_obs, env_state, next_carry, done), transition
+
+    end, transitions = jax.lax.scan(one_step, start, jax.random.split(rng, num_steps))
+    return transitions, end
+
+
+# copied from algos/dr.py:compute_gae
+def compute_gae(transitions: Transition, last_value: jax.Array, gamma: float, gae_lambda: float):
+    """GAE(gamma, lambda) by a reverse scan; episode ends (goal or time limit) are terminal, as in minimax.
+    Returns (advantages, value targets), each [num_steps, num_envs]."""
+
+    def backward(carry, transition):
+        gae, next_value = carry
+        not_done = 1.0 - transition.done
+        delta = transition.reward + gamma * next_value * not_done - transition.value
+        gae = delta + gamma * gae_lambda * not_done * gae
+        return (gae, transition.value), gae
+
+    _, advantages = jax.lax.scan(backward, (jnp.zeros_like(last_value), last_value), transitions, reverse=True)
+    return advantages, advantages + transitions.value
+
+
+# copied from algos/dr.py:ppo_loss
+def ppo_loss(params, network, carry, transitions: Transition, advantages, targets, config):
+    _, logits, value = network.apply(params, carry, transitions.obs, transitions.reset)
+    log_probs = jax.nn.log_softmax(logits)
+    log_prob = jnp.take_along_axis(log_probs, transitions.action[..., None], -1)[..., 0]
+    entropy = -(jnp.exp(log_probs) * log_probs).sum(-1).mean()
+    log_ratio = log_prob - transitions.log_prob
+    ratio = jnp.exp(log_ratio)
+    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    clipped_ratio = jnp.clip(ratio, 1.0 - config.clip_eps, 1.0 + config.clip_eps)
+    policy_loss = -jnp.minimum(ratio * advantages, clipped_ratio * advantages).mean()
+    clipped_value = transitions.value + jnp.clip(value - transitions.value, -config.clip_eps, config.clip_eps)
+    value_loss = 0.5 * jnp.maximum((value - targets) ** 2, (clipped_value - targets) ** 2).mean()
+    loss = policy_loss + config.vf_coef * value_loss - config.ent_coef * entropy
+    metrics = {
+        "ppo/loss": loss,
+        "ppo/policy_loss": policy_loss,
+        "ppo/value_loss": value_loss,
+        "ppo/entropy": entropy,
+        "ppo/approx_kl": ((ratio - 1.0) - log_ratio).mean(),
+        "ppo/clip_frac": (jnp.abs(ratio - 1.0) > config.clip_eps).mean(),
+    }
+    return loss, metrics
+
+
+# copied from algos/dr.py:ppo_update
+def ppo_update(rng, train_state: TrainState, network, carry, transitions: Transition, advantages, targets, config):
+    """`num_epochs` epochs of `num_minibatches` minibatches split along envs, each back-propagating through
+    the whole rollout from its initial LSTM carry. Returns (train_state, metrics averaged over minibatches)."""
+    num_envs = transitions.reward.shape[1]
+
+    def epoch(train_state, rng_epoch):
+        order = jax.random.permutation(rng_epoch, num_envs).reshape(config.num_minibatches, -1)  # [M, B/M]
+        batches = (
+            jax.tree.map(lambda x: x[order], carry),  # [M, B/M, H]
+            jax.tree.map(lambda x: jnp.moveaxis(x[:, order], 1, 0), (transitions, advantages, targets)),  # [M, T, B/M]
+        )
+
+        def minibatch(train_state, batch):
+            batch_carry, (batch_transitions, batch_advantages, batch_targets) = batch
+            grads, metrics = jax.grad(ppo_loss, has_aux=True)(
+                train_state.params, network, batch_carry, batch_transitions, batch_advantages, batch_targets, config
+            )
+            metrics["ppo/grad_norm"] = optax.tree.norm(grads)
+            return train_state.apply_gradients(grads=grads), metrics
+
+        return jax.lax.scan(minibatch, train_state, batches)
+
+    train_state, metrics = jax.lax.scan(epoch, train_state, jax.random.split(rng, config.num_epochs))
+    return train_state, jax.tree.map(jnp.mean, metrics)
+
+
+# copied from algos/dr.py:episode_metrics
+def episode_metrics(transitions: Transition) -> dict:
+    """Mean return and solve rate over episodes that ended in this rollout. AMaze pays reward only on the
+    step that reaches the goal, so an episode's return is the reward of its last step."""
+    finished = transitions.done.sum()
+    episode_return = jnp.where(transitions.done, transitions.reward, 0.0).sum() / finished
+    solved = (transitions.done & (transitions.reward > 0)).sum() / finished
+    return {"train/return": episode_return, "train/solve_rate": solved, "train/episodes": finished.astype(jnp.float32)}
+
+
+# copied from algos/dr.py:level_metrics
+def level_metrics(levels: Level, prefix: str) -> dict:
+    """Walls, solvable fraction and mean shortest path (over solvable levels) of a batch of levels."""
+    lengths = jax.vmap(shortest_path_length)(levels)
+    solvable = lengths >= 0
+    return {
+        f"{prefix}/walls": jax.vmap(wall_count)(levels).mean(dtype=jnp.float32),
+        f"{prefix}/solvable": solvable.mean(dtype=jnp.float32),
+        f"{prefix}/shortest_path": jnp.where(solvable, lengths, 0).sum() / solvable.sum(),
+    }
+
+
+def level_scores(transitions: Transition, advantages: jax.Array, max_returns: jax.Array, score_function: str):
+    """Per env (= per level): (score, updated running max return) from its rollout. Inputs [T, B]."""
+    per_env = lambda x: jnp.moveaxis(x, 0, 1)  # noqa: E731
+    rewards, dones, values, advantages = map(
+        per_env, (transitions.reward, transitions.done, transitions.value, advantages)
+    )
+    if score_function == "max_mc":
+        return jax.vmap(ued_scores.max_mc)(rewards, dones, values, max_returns)
+    _, best = jax.vmap(ued_scores.episode_returns)(rewards, dones)
+    running_max = jnp.where(dones.any(1), jnp.maximum(max_returns, best), max_returns)
+    value_loss = ued_scores.positive_value_loss if score_function == "pvl" else ued_scores.l1_value_loss
+    return jax.vmap(value_loss)(advantages, dones), running_max
+
+
+def select(condition: jax.Array, on_true, on_false):
+    return jax.tree.map(lambda a, b: jnp.where(condition, a, b), on_true, on_false)
+
+
+def buffer_metrics(buffer: level_buffer.LevelBuffer, settings: dict) -> dict:
+    probs = level_buffer.replay_probabilities(buffer, **settings)
+    filled = buffer.filled.sum()
+    return {
+        "buffer/fill": level_buffer.fill_ratio(buffer),
+        "buffer/mean_score": jnp.where(buffer.filled, buffer.scores, 0.0).sum() / jnp.maximum(filled, 1),
+        "buffer/max_score": jnp.where(buffer.filled, buffer.scores, -jnp.inf).max(),
+        "buffer/weighted_staleness": (probs * buffer.ages).sum(),
+    }
+
+
+# copied from algos/accel.py:mutation_parents
+def mutation_parents(levels: Level, scores: jax.Array, generations: jax.Array, criterion: str, subsample: int):
+    """The `num_envs` parents of the next mutants among this replay batch (levels [B], scores and
+    generations [B]): the batch itself, or its `subsample` lowest- (easy) or highest-scoring (hard)
+    levels, each repeated B / subsample times. Returns (levels, generations)."""
+    if criterion == "batch":
+        return levels, generations
+    order = jnp.argsort(scores if criterion == "easy" else -scores)[:subsample]
+    chosen = jnp.tile(order, scores.shape[0] // subsample)
+    return jax.tree.map(lambda x: x[chosen], levels), generations[chosen]
+
+
+# copied from algos/accel.py:mutation_metrics
+def mutation_metrics(buffer: level_buffer.LevelBuffer) -> dict:
+    """Mutation generations of the filled buffer slots."""
+    generations = jnp.where(buffer.filled, buffer.mutations, 0)
+    return {
+        "buffer/mean_mutations": generations.sum() / jnp.maximum(buffer.filled.sum(), 1),
+        "buffer/max_mutations": generations.max().astype(jnp.float32),
+    }
+
+
+# copied from algos/dr.py:evaluate
+def evaluate(
+    rng, network, params, maze: HeldoutMaze, env_params: EnvParams, num_episodes: int, lstm_size: int
+) -> EvalResult:
+    """Sampled-action rollouts on `num_episodes` levels of `maze`, counting each one's first episode.
+
+    Trajectories cover the maze's max_steps; they feed GIFs and jit drops them when unused."""
+    rng_levels, rng_steps = jax.random.split(rng)
+    env_params = maze.env_params(env_params)
+    levels = jax.vmap(maze.sample)(jax.random.split(rng_levels, num_episodes))
+    obs, env_state = jax.vmap(reset_to_level, (None, 0, None))(rng_levels, levels, env_params)
+    step_env = jax.vmap(functools.partial(step, params=env_params))
+
+    def one_step(state: EvalState, rng_step):
+        rng_action, rng_env = jax.random.split(rng_step)
+        no_reset = jnp.zeros((1, num_episodes), bool)
+        carry, logits, _ = network.apply(params, state.carry, add_time_axis(state.obs), no_reset)
+        action = jax.random.categorical(rng_action, logits[0])
+        obs, env_state, reward, done, _ = step_env(jax.random.split(rng_env, num_episodes), state.env_state, action)
+        state = EvalState(
+            obs=obs,
+            env_state=env_state,
+            carry=carry,
+            finished=state.finished | done,
+            returns=state.returns + jnp.where(state.finished, 0.0, reward),
+            lengths=state.lengths + ~state.finished,
+        )
+        return state, (env_state.agent_pos, env_state.agent_dir)
+
+    zeros = jnp.zeros(num_episodes, jnp.int32)
+    start = EvalState(obs, env_state, initial_carry(num_episodes, lstm_size), zeros.astype(bool), zeros * 0.0, zeros)
+    end, (positions, directions) = jax.lax.scan(one_step, start, jax.random.split(rng_steps, maze.max_steps))
+    return EvalResult(end.returns, end.lengths, levels, positions, directions)
+
+
+# copied from algos/dr.py:make_optimizer
+def make_optimizer(config: Config):
+    learning_rate = (
+        optax.linear_schedule(config.lr, 0.0, config.total_updates * config.num_epochs * config.num_minibatches)
+        if config.anneal_lr
+        else config.lr
+    )
+    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(learning_rate, eps=config.adam_eps))
+
+
+# copied from algos/dr.py:TrainFunctions
+class TrainFunctions(NamedTuple):
+    init: callable  # rngs [num_seeds] -> RunnerState of all seeds
+    step: callable  # RunnerState -> (RunnerState, metrics {key: [log_interval]})
+    evaluate: callable  # RunnerState -> metrics {key: scalar}
+    training_levels: callable  # RunnerState -> Level batch, for pictures
+    train: callable  # rngs [num_seeds] -> (RunnerState, (metrics, eval metrics)): the whole run, pure
+
+
+def make_train(config: Config) -> TrainFunctions:
+    env_params = config.env_params
+    network = ActorCritic()
+    sample_level = functools.partial(
+        sample_dr_level, height=config.maze_size, width=config.maze_size, n_walls=config.n_walls
+    )
+    step_env = jax.vmap(functools.partial(step_and_restart, params=env_params))
+    reset_env = jax.vmap(reset_to_level, (None, 0, None))
+    eval_mazes = {name: HELDOUT_MAZES[name] for name in config.eval_mazes}
+    settings = config.buffer_settings
+
+    def init(rng) -> RunnerState:
+        rng, rng_params, rng_eval = jax.random.split(rng, 3)
+        dummy_level = jax.vmap(sample_level)(jax.random.split(rng, 1))
+        dummy_obs, _ = reset_env(rng, dummy_level, env_params)
+        params = network.init(
+            rng_params, initial_carry(1, config.lstm_size), add_time_axis(dummy_obs), jnp.zeros((1, 1), bool)
+        )
+        train_state = TrainState.create(apply_fn=network.apply, params=params, tx=make_optimizer(config))
+        buffer = level_buffer.empty_buffer(jax.tree.map(lambda x: x[0], dummy_level), config.buffer_size)
+        return RunnerState(train_state=train_state, buffer=buffer, rng=rng, rng_eval=rng_eval, update=jnp.int32(0))
+
+    def init_seeds(rngs) -> RunnerState:
+        # lax.map, not vmap: a batch of LAPACK QRs (the orthogonal initializer) can deadlock XLA's CPU
+        # thread pool on 2 cores (jaxlib 0.10.2); one seed at a time gives the same values.
+        return jax.lax.map(init, rngs)
+
+    def update(runner: RunnerState, _):
+        rng, rng_new, rng_stand_in, rng_replay, rng_rollout, rng_ppo, rng_mutate = jax.random.split(runner.rng, 7)
+        params, buffer = runner.train_state.params, runner.buffer
+        num_envs, num_blocks = config.num_envs, config.num_blocks
+        new_envs, replay_envs, mutant_envs = (
+            slice(0, num_envs),
+            slice(num_envs, 2 * num_envs),
+            slice(2 * num_envs, None),
+        )
+        # CURRICULUM: a block of fresh DR levels, a block replayed from the buffer and a block of their mutants,
+        # played together; until the buffer is warm the replay block plays a second set of fresh levels.
+        warm = level_buffer.fill_ratio(buffer) >= config.min_fill_ratio
+        new_levels = jax.vmap(sample_level)(jax.random.split(rng_new, num_envs))
+        stand_in_levels = jax.vmap(sample_level)(jax.random.split(rng_stand_in, num_envs))
+        sampled_buffer, slots = level_buffer.sample_replay(rng_replay, buffer, num_envs, **settings)
+        replay_levels = select(warm, jax.tree.map(lambda x: x[slots], buffer.levels), stand_in_levels)
+        parents, parent_generations = mutation_parents(
+            replay_levels,
+            jnp.where(warm, buffer.scores[slots], 0.0),
+            jnp.where(warm, buffer.mutations[slots], 0),
+            config.mutation_criterion,
+            config.mutation_subsample_size,
+        )
+        mutants = jax.vmap(mutate_level, (0, 0, None))(
+            jax.random.split(rng_mutate, num_envs), parents, config.num_edits
+        )
+        levels = jax.tree.map(lambda *blocks: jnp.concatenate(blocks), new_levels, replay_levels, mutants)
+        obs, env_state = reset_env(rng_new, levels, env_params)
+        carry = initial_carry(num_blocks * num_envs, config.lstm_size)
+        # ROLLOUT
+        start = RolloutState(obs, env_state, carry, reset=jnp.ones(num_blocks * num_envs, bool))
+        transitions, end = rollout(rng_rollout, network, params, start, step_env, config.num_steps)
+        # ADVANTAGES
+        _, _, last_value = network.apply(params, end.carry, add_time_axis(end.obs), end.reset[None])
+        advantages, targets = compute_gae(transitions, last_value[0], config.gamma, config.gae_lambda)
+        # LEVEL SCORES -> BUFFER: replayed levels update their slots, then the other blocks compete for one
+        # (the replay block too while it stands in with fresh levels).
+        previous_max = (
+            jnp.zeros(num_blocks * num_envs).at[replay_envs].set(jnp.where(warm, buffer.max_returns[slots], 0.0))
+        )
+        scores, max_returns = level_scores(transitions, advantages, previous_max, config.score_function)
+        replayed_buffer = level_buffer.update_slots(
+            sampled_buffer, slots, scores[replay_envs], max_returns[replay_envs]
+        )
+        buffer = select(warm, replayed_buffer, buffer)
+        inserting = jnp.ones(num_blocks * num_envs, bool).at[replay_envs].set(~warm)
+        generations = jnp.zeros(num_blocks * num_envs, jnp.int32).at[mutant_envs].set(parent_generations + 1)
+        buffer, _ = level_buffer.insert_many(
+            buffer, levels, scores, max_returns, generations, **settings, active=inserting
+        )
+        # PPO UPDATE: only on the replay block, kept once the buffer is warm.
+        replay_block = jax.tree.map(lambda x: x[:, replay_envs], (transitions, advantages, targets))
+        stepped, ppo_metrics = ppo_update(
+            rng_ppo, runner.train_state, network, initial_carry(num_envs, config.lstm_size), *replay_block, config
+        )
+        train_state = select(warm, stepped, runner.train_state)
+        finite = jnp.isfinite(ppo_metrics["ppo/loss"]) & jnp.all(
+            jnp.array([jnp.isfinite(leaf).all() for leaf in jax.tree.leaves(train_state.params)])
+        )
+        nan = jnp.float32(jnp.nan)
+        metrics = {
+            **episode_metrics(replay_block[0]),
+            **{
+                key.replace("train/", "train_new/"): value
+                for key, value in episode_metrics(jax.tree.map(lambda x: x[:, new_envs], transitions)).items()
+            },
+            **level_metrics(new_levels, "level_new"),
+            **{key: jnp.where(warm, value, nan) for key, value in level_metrics(replay_levels, "level_replay").items()},
+            **level_metrics(mutants, "level_mutant"),
+            "buffer/mutant_generation": (parent_generations + 1).mean(dtype=jnp.float32),
+            **mutation_metrics(buffer),
+            **ppo_metrics,
+            **buffer_metrics(buffer, settings),
+            "buffer/replay_fraction": warm.astype(jnp.float32),
+            "buffer/level_score": scores.mean(),
+            "health/finite": finite,
+        }
+        runner = runner.replace(train_state=train_state, buffer=buffer, rng=rng, update=runner.update + 1)
+        return runner, metrics
+
+    def step_chunk(runner: RunnerState):
+        return jax.lax.scan(update, runner, None, config.log_interval)
+
+    def evaluate_runner(runner: RunnerState) -> dict:
+        # EVAL
+        rng = jax.random.fold_in(runner.rng_eval, runner.update)
+        metrics = {}
+        for index, (name, maze) in enumerate(eval_mazes.items()):
+            returns = evaluate(
+                jax.random.fold_in(rng, index),
+                network,
+                runner.train_state.params,
+                maze,
+                env_params,
+                config.eval_episodes,
+                config.lstm_size,
+            ).returns
+            metrics[f"eval/solve_rate/{name}"] = (returns > 0).mean()
+            metrics[f"eval/return/{name}"] = returns.mean()
+        return metrics
+
+    def training_levels(runner: RunnerState) -> Level:
+        """The highest-scoring buffer levels (empty slots last)."""
+        buffer = runner.buffer
+        top = jnp.argsort(jnp.where(buffer.filled, -buffer.scores, jnp.inf))[: min(config.num_envs, config.buffer_size)]
+        return jax.tree.map(lambda x: x[top], buffer.levels)
+
+    def train(rngs):
+        """The whole run for all seeds as one pure function (`jax.jit(train)(rngs)`): periods of
+        eval_interval updates > chunks of log_interval > updates, evaluating after each period. Seeds are
+        vmapped inside the chunk loop, exactly as main() drives them, so chunked driving is bitwise equal
+        to this; vmapping the outer loops instead lets XLA reorder float reductions."""
+        step_seeds, evaluate_seeds = jax.vmap(step_chunk), jax.vmap(evaluate_runner)
+        chunks = lambda runner, num_chunks: jax.lax.scan(lambda r, _: step_seeds(r), runner, None, num_chunks)  # noqa: E731
+        runner = init_seeds(rngs)
+        if config.eval_interval == 0:
+            runner, metrics = chunks(runner, config.total_updates // config.log_interval)
+            return runner, (metrics, {})
+
+        def period(runner, _):
+            runner, metrics = chunks(runner, config.eval_interval // config.log_interval)
+            return runner, (metrics, evaluate_seeds(runner))
+
+        return jax.lax.scan(period, runner, None, config.total_updates // config.eval_interval)
+
+    return TrainFunctions(init_seeds, step_chunk, evaluate_runner, training_levels, train)
+
+
+# copied from algos/dr.py:policy_params
+def policy_params(runner: RunnerState, policy: str):
+    """The parameters of a named policy in the runner state (the evaluate command's --policy)."""
+    if policy != "student":
+        raise ConfigError(f"unknown policy {policy!r} for DR; choose from: student")
+    return runner.train_state.params
+
+
+# copied from algos/dr.py:main
+def main(config: Config) -> None:
+    run_dir = prepare_run_dir(config)
+    functions = make_train(config)
+    init = jax.jit(functions.init)
+    rngs = jax.random.split(jax.random.key(config.seed), config.num_seeds)
+    checkpoints = Checkpoints(run_dir, config.keep_checkpoints, config.archive_interval, config_to_dict(config))
+    restored = checkpoints.restore(jax.eval_shape(init, rngs)) if config.resume else None
+    runner, update = restored if restored else (init(rngs), 0)
+    record_config(run_dir, config, script=f"algos/{Path(__file__).name}")
+    if restored:
+        print(f"resumed {run_dir} at update {update}", file=sys.stderr)
+    step_chunk = compile_timed("training chunk", jax.jit(jax.vmap(functions.step)), runner)
+    evaluate_runner = jax.jit(jax.vmap(functions.evaluate))
+    training_levels = jax.jit(jax.vmap(functions.training_levels))
+
+    metric_keys = [key for key in step_chunk.out_info[1] if key != "health/finite"]
+    eval_keys = list(jax.eval_shape(evaluate_runner, runner)) if config.eval_interval else []
+    headline = (*HEADLINE_METRICS, *(key for key in eval_keys if "solve_rate" in key))
+    log = RunLog(config, run_dir, metric_keys + eval_keys, update, headline)
+    started = time.perf_counter()
+    with StopSignal() as stop_signal:
+        while not (
+            reason := stop_reason(config, update, update * config.env_steps_per_update, time.perf_counter() - started)
+        ):
+            chunk_started = time.perf_counter()
+            next_runner, metrics = jax.device_get(step_chunk(runner))  # blocks: the timing below is true
+            env_steps_per_s = (
+                config.log_interval
+                * config.env_steps_per_update
+                * config.num_seeds
+                / (time.perf_counter() - chunk_started)
+            )
+            finite = metrics.pop("health/finite").all(axis=1)
+            if not finite.all():
+                newest = checkpoints.newest()
+                raise SystemExit(
+                    f"error: non-finite loss or parameters in updates {update + 1}-{update + config.log_interval} "
+                    f"(seeds {np.flatnonzero(~finite).tolist()}); last good checkpoint: {newest or 'none'}"
+                )
+            runner, update = next_runner, update + config.log_interval
+            rows = chunk_rows(
+                metrics, update, update * config.env_steps_per_update, time.perf_counter() - started, env_steps_per_s
+            )
+            if config.eval_interval and update % config.eval_interval == 0:
+                eval_metrics = jax.device_get(evaluate_runner(runner))
+                for seed, row in enumerate(rows):
+                    row.update({key: float(values[seed]) for key, values in eval_metrics.items()})
+            if config.screenshot_interval and update % config.screenshot_interval == 0:
+                first_seed_levels = jax.tree.map(lambda x: x[0], jax.device_get(training_levels(runner)))
+                save_png(render_grid(first_seed_levels), run_dir / "images" / f"levels_update_{update:08d}.png")
+            log.write(rows, env_steps_per_s)
+            if update % config.checkpoint_interval == 0 or stop_signal.requested:
+                checkpoints.save(runner, update)
+            if stop_signal.requested:
+                reason = f"stopped by {stop_signal.requested}"
+                break
+    if checkpoints.newest() != checkpoint_path(checkpoints.directory, update):
+        checkpoints.save(runner, update)
+    log.close()
+    print(f"{reason}; {run_dir} at update {update}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    with one_line_errors():
+        main(tyro.cli(Config))

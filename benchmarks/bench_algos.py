@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from common.provenance import describe_environment  # noqa: E402
 
-ALGOS = ("dr", "paired")
+ALGOS = ("dr", "paired", "plr", "accel", "plr_parallel", "accel_parallel")
 """Methods with a script in algos/ so far."""
 
 

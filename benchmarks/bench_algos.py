@@ -2,13 +2,16 @@
 
 For each method: build `make_train(Config(...))` at the given sizes, AOT-compile one chunk of
 `--updates-per-call` updates for all seeds (`lower().compile()`, timed), run it once to warm up, then
-time `--repeats` calls after `block_until_ready` and report the median. One JSON line per method with
+time `--repeats` calls after `block_until_ready` and report the median. Replay methods start from a full
+level buffer (random levels of the method's own generator, random scores and ages), so replay, mutation
+and replacement all take place in the timed calls. One JSON line per method with
 the device, versions, commit and full config, then a markdown table.
 
     python benchmarks/bench_algos.py --algos dr --num-envs 32 --num-steps 256 --num-seeds 1
 """
 
 import dataclasses
+import functools
 import importlib.util
 import json
 import statistics
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import tyro
 
 # SCAFFOLDING: make `envs` and `common` importable when run as a script.
@@ -25,6 +29,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from common.provenance import describe_environment  # noqa: E402
+from envs.levels import sample_dr_level  # noqa: E402
 
 ALGOS = ("dr", "paired", "plr", "accel", "plr_parallel", "accel_parallel")
 """Methods with a script in algos/ so far."""
@@ -63,6 +68,26 @@ def _parse(value: str):
         return value
 
 
+def warm_buffers(runner, config):
+    """The runner with every seed's level buffer full (no-op for methods without one)."""
+    if not hasattr(runner, "buffer"):
+        return runner
+    buffer = runner.buffer
+    num_seeds, capacity = buffer.scores.shape
+    rng_levels, rng_scores, rng_ages = jax.random.split(jax.random.key(1), 3)
+    sample = functools.partial(sample_dr_level, height=config.maze_size, width=config.maze_size, n_walls=config.n_walls)
+    levels = jax.vmap(jax.vmap(sample))(jax.random.split(rng_levels, (num_seeds, capacity)))
+    scores = jax.random.uniform(rng_scores, (num_seeds, capacity))
+    full = buffer.replace(
+        levels=levels,
+        scores=scores,
+        max_returns=scores,
+        ages=jax.random.randint(rng_ages, (num_seeds, capacity), 0, capacity),
+        filled=jnp.ones((num_seeds, capacity), bool),
+    )
+    return runner.replace(buffer=full)
+
+
 def measure(name: str, args: Args) -> dict:
     module = load_algo(name)
     overrides = {key: _parse(value) for key, value in (item.split("=", 1) for item in args.set)}
@@ -78,7 +103,7 @@ def measure(name: str, args: Args) -> dict:
         screenshot_interval=0,
     )
     functions = module.make_train(config)
-    runner = jax.jit(functions.init)(jax.random.split(jax.random.key(0), args.num_seeds))
+    runner = warm_buffers(jax.jit(functions.init)(jax.random.split(jax.random.key(0), args.num_seeds)), config)
     started = time.perf_counter()
     step_chunk = jax.jit(jax.vmap(functions.step)).lower(runner).compile()
     compile_s = time.perf_counter() - started

@@ -36,7 +36,8 @@ from flax.training.train_state import TrainState
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import level_buffer, ued_scores  # noqa: E402
-from common.checkpoint import Checkpoints, checkpoint_path  # noqa: E402
+from common.checkpoint import Checkpoints  # noqa: E402
+from common.devices import initialize_distributed, make_placement  # noqa: E402
 from common.runs import (  # noqa: E402
     ConfigError,
     RunLog,
@@ -64,6 +65,17 @@ class Config:
     """Base seed; seed i of the run uses jax.random.split(key(seed), num_seeds)[i]."""
     num_seeds: int = 1
     """Independent runs vmapped in one process."""
+    num_devices: int | None = None
+    """Devices to use (default: all, if seeds or envs split evenly over them, else 1). Seeds are split across
+    devices when they divide evenly, otherwise each seed's envs are (common/devices.py)."""
+    shard_envs: bool = False
+    """Split each seed's env batch across the devices (PPO gradients averaged) even when the seeds divide."""
+    coordinator_address: str | None = None
+    """host:port of process 0 in a multi-host run (jax.distributed; default: $JAX_COORDINATOR_ADDRESS)."""
+    num_processes: int = 1
+    """Processes in a multi-host run, one per host (default: $JAX_NUM_PROCESSES or 1)."""
+    process_id: int | None = None
+    """This process's index in a multi-host run (default: $JAX_PROCESS_ID); process 0 writes all files."""
     run_name: str = "plr"
     """Folder name under --runs-dir for config, logs, checkpoints, evaluations and images."""
     runs_dir: str = "runs"
@@ -493,6 +505,7 @@ def make_train(config: Config) -> TrainFunctions:
     step_env = jax.vmap(functools.partial(step_and_restart, params=env_params))
     reset_env = jax.vmap(reset_to_level, (None, 0, None))
     eval_mazes = {name: HELDOUT_MAZES[name] for name in config.eval_mazes}
+    placement = make_placement(config)
     settings = config.buffer_settings
 
     def init(rng) -> RunnerState:
@@ -524,7 +537,7 @@ def make_train(config: Config) -> TrainFunctions:
         obs, env_state = reset_env(rng_new, levels, env_params)
         carry = initial_carry(config.num_envs, config.lstm_size)
         # ROLLOUT
-        start = RolloutState(obs, env_state, carry, reset=jnp.ones(config.num_envs, bool))
+        start = placement.split_envs(RolloutState(obs, env_state, carry, reset=jnp.ones(config.num_envs, bool)))
         transitions, end = rollout(rng_rollout, network, params, start, step_env, config.num_steps)
         # ADVANTAGES
         _, _, last_value = network.apply(params, end.carry, add_time_axis(end.obs), end.reset[None])
@@ -624,31 +637,43 @@ def policy_params(runner: RunnerState, policy: str):
 
 # copied from algos/dr.py:main
 def main(config: Config) -> None:
-    run_dir = prepare_run_dir(config)
+    initialize_distributed(config)
+    placement = make_placement(config)
+    writer = placement.is_main_process  # in a multi-host run only process 0 writes files
+    run_dir = prepare_run_dir(config) if writer else Path(config.runs_dir) / config.run_name
     functions = make_train(config)
     init = jax.jit(functions.init)
     rngs = jax.random.split(jax.random.key(config.seed), config.num_seeds)
     checkpoints = Checkpoints(run_dir, config.keep_checkpoints, config.archive_interval, config_to_dict(config))
     restored = checkpoints.restore(jax.eval_shape(init, rngs)) if config.resume else None
     runner, update = restored if restored else (init(rngs), 0)
-    record_config(run_dir, config, script=f"algos/{Path(__file__).name}")
+    runner = placement.place(runner)
+    if writer:
+        record_config(run_dir, config, script=f"algos/{Path(__file__).name}")
     if restored:
         print(f"resumed {run_dir} at update {update}", file=sys.stderr)
-    step_chunk = compile_timed("training chunk", jax.jit(jax.vmap(functions.step)), runner)
-    evaluate_runner = jax.jit(jax.vmap(functions.evaluate))
-    training_levels = jax.jit(jax.vmap(functions.training_levels))
+    step_chunk = compile_timed("training chunk", placement.jit(jax.vmap(functions.step)), runner)
+    evaluate_runner = placement.jit(jax.vmap(functions.evaluate))
+    training_levels = placement.jit(jax.vmap(functions.training_levels))
 
     metric_keys = [key for key in step_chunk.out_info[1] if key != "health/finite"]
     eval_keys = list(jax.eval_shape(evaluate_runner, runner)) if config.eval_interval else []
     headline = (*HEADLINE_METRICS, *(key for key in eval_keys if "solve_rate" in key))
-    log = RunLog(config, run_dir, metric_keys + eval_keys, update, headline)
+    log = RunLog(config, run_dir, metric_keys + eval_keys, update, headline) if writer else None
+    saved_update = update if restored else None
     started = time.perf_counter()
     with StopSignal() as stop_signal:
-        while not (
-            reason := stop_reason(config, update, update * config.env_steps_per_update, time.perf_counter() - started)
+        # Every process must run the same computations, so process 0's stop decisions are broadcast.
+        while not placement.agree(
+            bool(
+                reason := stop_reason(
+                    config, update, update * config.env_steps_per_update, time.perf_counter() - started
+                )
+            )
         ):
             chunk_started = time.perf_counter()
-            next_runner, metrics = jax.device_get(step_chunk(runner))  # blocks: the timing below is true
+            next_runner, metrics = step_chunk(runner)
+            metrics = placement.to_host(metrics)  # blocks: the timing below is true
             env_steps_per_s = (
                 config.log_interval
                 * config.env_steps_per_update
@@ -667,22 +692,27 @@ def main(config: Config) -> None:
                 metrics, update, update * config.env_steps_per_update, time.perf_counter() - started, env_steps_per_s
             )
             if config.eval_interval and update % config.eval_interval == 0:
-                eval_metrics = jax.device_get(evaluate_runner(runner))
+                eval_metrics = placement.to_host(evaluate_runner(runner))
                 for seed, row in enumerate(rows):
                     row.update({key: float(values[seed]) for key, values in eval_metrics.items()})
             if config.screenshot_interval and update % config.screenshot_interval == 0:
-                first_seed_levels = jax.tree.map(lambda x: x[0], jax.device_get(training_levels(runner)))
-                save_png(render_grid(first_seed_levels), run_dir / "images" / f"levels_update_{update:08d}.png")
-            log.write(rows, env_steps_per_s)
-            if update % config.checkpoint_interval == 0 or stop_signal.requested:
-                checkpoints.save(runner, update)
-            if stop_signal.requested:
-                reason = f"stopped by {stop_signal.requested}"
+                first_seed_levels = jax.tree.map(lambda x: x[0], placement.to_host(training_levels(runner)))
+                if writer:
+                    save_png(render_grid(first_seed_levels), run_dir / "images" / f"levels_update_{update:08d}.png")
+            if writer:
+                log.write(rows, env_steps_per_s)
+            stop_requested = placement.agree(bool(stop_signal.requested))
+            if update % config.checkpoint_interval == 0 or stop_requested:
+                placement.save(checkpoints, runner, update)
+                saved_update = update
+            if stop_requested:
+                reason = f"stopped by {stop_signal.requested or 'process 0'}"
                 break
-    if checkpoints.newest() != checkpoint_path(checkpoints.directory, update):
-        checkpoints.save(runner, update)
-    log.close()
-    print(f"{reason}; {run_dir} at update {update}", file=sys.stderr)
+    if saved_update != update:
+        placement.save(checkpoints, runner, update)
+    if writer:
+        log.close()
+        print(f"{reason}; {run_dir} at update {update}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from common.checkpoint import CheckpointError, write_atomic
+from common.devices import PLACEMENT_FIELDS, placement_problems
+from common.errors import ConfigError
 from envs.heldout import HELDOUT_MAZES
 
 RUN_MANAGEMENT_FIELDS = frozenset(
@@ -43,14 +45,11 @@ RUN_MANAGEMENT_FIELDS = frozenset(
         "track",
         "wandb_project",
         "wandb_entity",
+        *PLACEMENT_FIELDS,
     }
 )
-"""Config fields that may change when a run is resumed: run length and logging. Anything else would make
-the resumed run a different experiment."""
-
-
-class ConfigError(Exception):
-    """Bad input from the user (flags, run folder, checkpoint): reported as one line, exit status 2."""
+"""Config fields that may change when a run is resumed: run length, logging and where it runs. Anything
+else would make the resumed run a different experiment."""
 
 
 def run_config_problems(config) -> list[tuple[bool, str]]:
@@ -81,6 +80,7 @@ def run_config_problems(config) -> list[tuple[bool, str]]:
             (name not in HELDOUT_MAZES, f"unknown --eval-mazes entry {name!r}; choose from {', '.join(HELDOUT_MAZES)}")
             for name in config.eval_mazes
         ),
+        *placement_problems(config),
     ]
 
 

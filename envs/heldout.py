@@ -161,8 +161,11 @@ def _eval_max_steps(height: int, width: int) -> int:
 
 
 def _fixed_maze(text: str) -> HeldoutMaze:
-    level = level_from_text(text)
-    return HeldoutMaze(level.height, level.width, _eval_max_steps(level.height, level.width), lambda rng: level)
+    # Parsed when sampled, not at import: building arrays at import would start the XLA backend before a
+    # multi-host run can call jax.distributed.initialize.
+    rows = text.strip().splitlines()
+    height, width = len(rows), len(rows[0].strip())
+    return HeldoutMaze(height, width, _eval_max_steps(height, width), lambda rng: level_from_text(text))
 
 
 def _random_free_start_and_goal(rng: jax.Array, wall_map: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -184,12 +187,10 @@ def _corridor(size: int) -> HeldoutMaze:
     walls[1:-1, 1:-1:2] = True
     walls[middle, 1:-1] = True
     tooth_xs = np.arange(2, size - 1, 2)
-    goal_choices = jnp.asarray(
-        [(x, middle - 1) for x in tooth_xs] + [(x, middle + 1) for x in tooth_xs], dtype=jnp.int32
-    )
+    goal_choices = np.asarray([(x, middle - 1) for x in tooth_xs] + [(x, middle + 1) for x in tooth_xs], dtype=np.int32)
 
     def sample(rng: jax.Array) -> Level:
-        goal = goal_choices[jax.random.randint(rng, (), 0, len(goal_choices))]
+        goal = jnp.asarray(goal_choices)[jax.random.randint(rng, (), 0, len(goal_choices))]
         return make_level(walls, goal, (0, middle), 0)
 
     return HeldoutMaze(size, size, _eval_max_steps(size, size), sample)
@@ -249,10 +250,10 @@ def _perfect_maze(size: int) -> HeldoutMaze:
     if size % 2 == 0:
         raise ValueError(f"perfect mazes need an odd size, got {size}")
     cells = size // 2 + 1
-    steps = jnp.asarray(DIR_TO_VEC)
 
     def visit(carry, rng):
         wall_map, visited, stack, depth = carry
+        steps = jnp.asarray(DIR_TO_VEC)
         top = stack[jnp.maximum(depth - 1, 0)]
         neighbours = top + steps  # [4, 2] in cell coordinates
         inside = jnp.all((neighbours >= 0) & (neighbours < cells), axis=1)

@@ -1,0 +1,161 @@
+"""Where a run's seeds and envs live: devices (`--num-devices`, `--shard-envs`) and hosts (`jax.distributed`).
+
+With N devices the vmapped seed axis is split across them when N divides `--num-seeds` (each device runs
+its own seeds; no communication). Otherwise, or with `--shard-envs`, every seed's env batch is split
+across the devices: the runner state (parameters, optimizer, level buffer) is replicated, the rollout's
+env axis is sharded, and XLA averages the PPO gradients across devices (the losses are means over envs).
+Either way a seed's level buffer stays one logical buffer: on its seed's device, or replicated with every
+device applying the same updates.
+
+Several hosts run the same command with `--coordinator-address host:port --num-processes P --process-id i`
+(or the environment variables JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID); the devices of
+all processes form one mesh, and only process 0 writes logs, images and checkpoints.
+"""
+
+import os
+from dataclasses import dataclass
+
+import jax
+import numpy as np
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from common.errors import ConfigError
+
+AXIS = "devices"
+
+PLACEMENT_FIELDS = frozenset({"num_devices", "shard_envs", "coordinator_address", "num_processes", "process_id"})
+"""Config fields that say where a run executes; a run may resume with different ones."""
+
+
+def placement_problems(config) -> list[tuple[bool, str]]:
+    """(failed, message) checks of the placement flags that need no device query (run before any JAX call,
+    which must come after `jax.distributed.initialize`)."""
+    devices = config.num_devices
+    return [
+        (devices is not None and devices < 1, f"--num-devices must be at least 1, got {devices}"),
+        (config.num_processes < 1, f"--num-processes must be at least 1, got {config.num_processes}"),
+        (
+            config.process_id is not None and not 0 <= config.process_id < config.num_processes,
+            f"--process-id ({config.process_id}) must be in [0, --num-processes ({config.num_processes}))",
+        ),
+        *env_split_problems(config, devices),
+    ]
+
+
+def env_split_problems(config, devices: int | None) -> list[tuple[bool, str]]:
+    shards_envs = devices is not None and devices > 1 and (config.shard_envs or config.num_seeds % devices != 0)
+    reason = "with --shard-envs" if config.shard_envs else f"as --num-seeds ({config.num_seeds}) does not divide"
+    return [
+        (
+            shards_envs and config.num_envs % devices != 0,
+            f"--num-envs ({config.num_envs}) must be divisible by --num-devices ({devices}) to split envs across "
+            f"devices ({reason})",
+        )
+    ]
+
+
+def initialize_distributed(config) -> None:
+    """Join the other processes of a multi-host run (a no-op for a single process)."""
+    address = config.coordinator_address or os.environ.get("JAX_COORDINATOR_ADDRESS")
+    num_processes = int(os.environ.get("JAX_NUM_PROCESSES", config.num_processes))
+    process_id = config.process_id if config.process_id is not None else os.environ.get("JAX_PROCESS_ID")
+    if address is None and num_processes == 1:
+        return
+    if address is None or process_id is None:
+        raise ConfigError("a multi-process run needs --coordinator-address and --process-id (or JAX_* variables)")
+    jax.distributed.initialize(address, num_processes, int(process_id))
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The device mesh of a run and how its state is laid out on it."""
+
+    mesh: Mesh | None  # None: one device, nothing to place
+    shard_envs: bool
+
+    @property
+    def num_devices(self) -> int:
+        return 1 if self.mesh is None else self.mesh.size
+
+    @property
+    def is_main_process(self) -> bool:
+        return jax.process_index() == 0
+
+    @property
+    def state_sharding(self) -> NamedSharding | None:
+        """Layout of every leaf with a leading seed axis: split along seeds, or replicated when envs are split."""
+        if self.mesh is None:
+            return None
+        return NamedSharding(self.mesh, PartitionSpec() if self.shard_envs else PartitionSpec(AXIS))
+
+    def place(self, tree):
+        """Put a runner state (leaves [num_seeds, ...], numpy or jax) on the mesh."""
+        if self.mesh is None:
+            return tree
+        return jax.tree.map(lambda leaf: _put(leaf, self.state_sharding), tree)
+
+    def jit(self, function):
+        """`jax.jit` of a function of the runner state whose outputs all have a leading seed axis, laid out
+        like the state."""
+        if self.mesh is None:
+            return jax.jit(function)
+        return jax.jit(function, in_shardings=self.state_sharding, out_shardings=self.state_sharding)
+
+    def split_envs(self, tree):
+        """Inside the per-seed update: lay out leaves [num_envs, ...] across devices along the env axis."""
+        if self.mesh is None or not self.shard_envs:
+            return tree
+        return jax.lax.with_sharding_constraint(tree, NamedSharding(self.mesh, PartitionSpec(AXIS)))
+
+    def to_host(self, tree):
+        """Numpy copies of every leaf, gathered from all processes."""
+        if jax.process_count() == 1:
+            return jax.device_get(tree)
+        return jax.tree.map(_gather, tree)
+
+    def save(self, checkpoints, runner, update: int) -> None:
+        """Gather the runner state from every process (all must call this), then write it from process 0."""
+        host_runner = self.to_host(runner)
+        if self.is_main_process:
+            checkpoints.save(host_runner, update)
+
+    def agree(self, value: bool) -> bool:
+        """Process 0's value on every process, so all processes stop (and save) on the same chunk."""
+        if jax.process_count() == 1:
+            return value
+        return bool(multihost_utils.broadcast_one_to_all(np.bool_(value)))
+
+
+def make_placement(config) -> Placement:
+    """The placement the flags ask for, checked against the devices there are (after
+    `initialize_distributed`)."""
+    available = jax.device_count()
+    devices = config.num_devices or available
+    if config.num_devices is None and config.num_seeds % devices and config.num_envs % devices:
+        devices = 1
+    if devices > available:
+        raise ConfigError(f"--num-devices ({devices}) exceeds the {available} devices available")
+    for failed, message in env_split_problems(config, devices):
+        if failed:
+            raise ConfigError(message)
+    if devices == 1:
+        return Placement(mesh=None, shard_envs=False)
+    mesh = Mesh(np.array(jax.devices()[:devices]), (AXIS,))
+    return Placement(mesh=mesh, shard_envs=config.shard_envs or config.num_seeds % devices != 0)
+
+
+def _put(leaf, sharding: NamedSharding):
+    if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+        return jax.random.wrap_key_data(_put(jax.random.key_data(leaf), sharding), impl=jax.random.key_impl(leaf))
+    if jax.process_count() == 1:
+        return jax.device_put(leaf, sharding)
+    host = np.asarray(leaf)
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+
+def _gather(leaf):
+    if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+        data = multihost_utils.process_allgather(jax.random.key_data(leaf), tiled=True)
+        return jax.random.wrap_key_data(data, impl=jax.random.key_impl(leaf))
+    return multihost_utils.process_allgather(leaf, tiled=True)

@@ -1,0 +1,103 @@
+"""Sharding across 4 devices; run by tests/test_devices.py in a process started with
+XLA_FLAGS=--xla_force_host_platform_device_count=4 (skipped in a process with fewer devices).
+
+Seed sharding runs one seed per device, and XLA compiles a 1-seed program differently from a 4-seed one, so
+results agree to float rounding (about 1e-7, as a vmapped seed agrees with a single-seed run), not bitwise.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from algos import accel_parallel, dr, paired
+from common import checkpoint
+from common.devices import make_placement
+
+pytestmark = pytest.mark.skipif(jax.device_count() < 4, reason="needs 4 devices (XLA_FLAGS forces them on CPU)")
+
+TINY = dict(
+    num_envs=8,
+    num_steps=16,
+    lstm_size=16,
+    maze_size=7,
+    n_walls=10,
+    max_steps=12,
+    total_updates=4,
+    log_interval=2,
+    eval_interval=2,
+    eval_mazes=("SixteenRooms",),
+    eval_episodes=2,
+    checkpoint_interval=2,
+    screenshot_interval=2,
+)
+
+
+def train_chunks(module, num_chunks=2, **overrides):
+    """Drive `num_chunks` chunks as main() does; returns (placement, runner state on the host, metrics)."""
+    config = module.Config(**{**TINY, **overrides})
+    functions = module.make_train(config)
+    placement = make_placement(config)
+    runner = placement.place(jax.jit(functions.init)(jax.random.split(jax.random.key(0), config.num_seeds)))
+    step = placement.jit(jax.vmap(functions.step))
+    metrics = []
+    for _ in range(num_chunks):
+        runner, chunk_metrics = step(runner)
+        metrics.append(placement.to_host(chunk_metrics))
+    evaluation = placement.to_host(placement.jit(jax.vmap(functions.evaluate))(runner))
+    return placement, runner, metrics, evaluation
+
+
+def assert_close(a, b, rtol, atol):
+    for leaf_a, leaf_b in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        if jnp.issubdtype(leaf_a.dtype, jax.dtypes.prng_key):
+            leaf_a, leaf_b = jax.random.key_data(leaf_a), jax.random.key_data(leaf_b)
+        np.testing.assert_allclose(np.asarray(leaf_a), np.asarray(leaf_b), rtol=rtol, atol=atol)
+
+
+def test_seed_sharding_matches_one_device():
+    placement, runner, metrics, evaluation = train_chunks(dr, num_seeds=4, num_devices=4)
+    assert placement.num_devices == 4 and not placement.shard_envs
+    params = jax.tree.leaves(runner.train_state.params)[0]
+    assert len(params.sharding.device_set) == 4 and params.addressable_shards[0].data.shape[0] == 1
+    _, single, single_metrics, single_evaluation = train_chunks(dr, num_seeds=4, num_devices=1)
+    assert_close(jax.device_get(runner), jax.device_get(single), rtol=1e-5, atol=1e-6)
+    assert_close(metrics, single_metrics, rtol=1e-4, atol=1e-5)
+    assert evaluation.keys() == single_evaluation.keys()
+    assert all(np.isfinite(values).all() and values.shape == (4,) for values in evaluation.values())
+
+
+@pytest.mark.parametrize("module", [dr, accel_parallel], ids=["dr", "accel_parallel"])
+def test_env_sharding_matches_one_device(module):
+    placement, runner, metrics, _ = train_chunks(module, num_seeds=2, num_devices=4, shard_envs=True)
+    assert placement.shard_envs and placement.num_devices == 4
+    _, single, single_metrics, _ = train_chunks(module, num_seeds=2, num_devices=1)
+    assert int(jax.device_get(runner.update)[0]) == 4
+    assert_close(jax.device_get(runner.train_state.params), jax.device_get(single.train_state.params), 1e-4, 1e-5)
+    assert_close(metrics, single_metrics, rtol=1e-3, atol=1e-4)
+    if module is accel_parallel:
+        for a, b in zip(jax.tree.leaves(runner.buffer.levels), jax.tree.leaves(single.buffer.levels), strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_seeds_that_do_not_divide_split_envs_instead():
+    placement, _, metrics, _ = train_chunks(paired, num_chunks=1, num_seeds=3, num_devices=4, teacher_conv_filters=4)
+    assert placement.shard_envs
+    assert np.isfinite(metrics[0]["teacher/ppo/loss"]).all() and np.isfinite(metrics[0]["protagonist/ppo/loss"]).all()
+
+
+def final_state(run_dir, config):
+    template = jax.eval_shape(dr.make_train(config).init, jax.random.split(jax.random.key(0), config.num_seeds))
+    return checkpoint.load(checkpoint.list_checkpoints(run_dir / "checkpoints")[-1], template)[0]
+
+
+def test_checkpoint_resumes_on_another_device_count(tmp_path):
+    run = lambda **flags: dr.main(dr.Config(**{**TINY, "num_seeds": 4, "runs_dir": str(tmp_path), **flags}))  # noqa: E731
+    run(run_name="straight", num_devices=1, total_updates=6)
+    run(run_name="moved", num_devices=4, total_updates=2)
+    run(run_name="moved", num_devices=1, total_updates=4, resume=True)
+    run(run_name="moved", num_devices=4, total_updates=6, resume=True)
+    config = dr.Config(**{**TINY, "num_seeds": 4})
+    straight, moved = final_state(tmp_path / "straight", config), final_state(tmp_path / "moved", config)
+    assert int(moved.update[0]) == 6
+    assert_close(straight, moved, rtol=1e-5, atol=1e-6)

@@ -1,0 +1,122 @@
+"""Placement flags: one-line errors before compiling, the 4-device suite (tests/multidevice) in a process
+with 4 forced CPU devices, and a two-process jax.distributed run on localhost that agrees with one process."""
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from algos import dr
+from common import checkpoint
+from common.devices import make_placement
+from common.runs import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FORCE_DEVICES = "--xla_force_host_platform_device_count={}"
+TINY_FLAGS = [
+    *("--num-seeds 2 --num-envs 4 --num-steps 16 --lstm-size 16 --maze-size 7 --n-walls 10 --max-steps 12".split()),
+    *("--total-updates 4 --log-interval 2 --eval-interval 2 --eval-mazes SixteenRooms --eval-episodes 2".split()),
+    *("--checkpoint-interval 2 --screenshot-interval 2".split()),
+]
+
+
+def env_with_devices(count: int | None) -> dict:
+    env = {**os.environ, "WANDB_MODE": "disabled"}
+    env.pop("XLA_FLAGS", None)
+    if count:
+        env["XLA_FLAGS"] = FORCE_DEVICES.format(count)
+    return env
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (dict(num_devices=4, num_seeds=3, num_envs=6), "--num-envs \\(6\\) must be divisible by --num-devices \\(4\\)"),
+        (dict(num_devices=2, shard_envs=True, num_envs=3), "to split envs across devices \\(with --shard-envs\\)"),
+        (dict(num_devices=0), "--num-devices must be at least 1"),
+        (dict(num_processes=2, process_id=2), "--process-id \\(2\\) must be in \\[0, --num-processes \\(2\\)\\)"),
+    ],
+)
+def test_invalid_placements_fail_in_one_line(flags, message):
+    with pytest.raises(ConfigError, match=message):
+        dr.Config(**flags)
+
+
+def test_more_devices_than_there_are_fails_before_compiling():
+    with pytest.raises(ConfigError, match=f"--num-devices \\(64\\) exceeds the {jax.device_count()} devices"):
+        make_placement(dr.Config(num_devices=64, num_seeds=64))
+
+
+def test_cli_reports_a_bad_split_in_one_line(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "algos/dr.py", "--num-devices", "4", "--num-seeds", "3", "--num-envs", "6"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        env=env_with_devices(None),
+    )
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("error: --num-envs (6) must be divisible by --num-devices (4)")
+
+
+@pytest.mark.slow
+def test_four_device_suite():
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/multidevice"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        env=env_with_devices(4),
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "skipped" not in result.stdout.splitlines()[-1], result.stdout[-2000:]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("localhost", 0))
+        return sock.getsockname()[1]
+
+
+def final_state(run_dir: Path):
+    config = dr.Config(num_seeds=2, num_envs=4, lstm_size=16, maze_size=7)
+    template = jax.eval_shape(dr.make_train(config).init, jax.random.split(jax.random.key(0), 2))
+    return checkpoint.load(checkpoint.list_checkpoints(run_dir / "checkpoints")[-1], template)[0]
+
+
+@pytest.mark.slow
+def test_two_processes_on_localhost_agree_with_one(tmp_path):
+    script = [sys.executable, "algos/dr.py", *TINY_FLAGS, "--runs-dir", str(tmp_path)]
+    address = f"localhost:{free_port()}"
+    processes = [
+        subprocess.Popen(
+            [*script, "--run-name", "two", "--coordinator-address", address, "--num-processes", "2"]
+            + ["--process-id", str(index)],
+            cwd=REPO_ROOT,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env_with_devices(None),
+        )
+        for index in range(2)
+    ]
+    outputs = [process.communicate(timeout=600)[1] for process in processes]
+    assert [process.returncode for process in processes] == [0, 0], outputs
+    assert "reached --total-updates 4" in outputs[0]
+    assert "update 4/4" not in outputs[1], "only process 0 logs"
+    one = subprocess.run(
+        [*script, "--run-name", "one", "--num-devices", "2"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        env=env_with_devices(2),
+    )
+    assert one.returncode == 0, one.stderr
+    two, single = final_state(tmp_path / "two"), final_state(tmp_path / "one")
+    for leaf_two, leaf_one in zip(jax.tree.leaves(two.train_state), jax.tree.leaves(single.train_state), strict=True):
+        np.testing.assert_allclose(leaf_two, leaf_one, rtol=1e-5, atol=1e-6)
+    assert (tmp_path / "two" / "logs.csv").read_text().count("\n") == 1 + 2 * 2, "one row per seed per log step"

@@ -28,6 +28,7 @@ import tyro
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
+from common.devices import make_placement  # noqa: E402
 from common.provenance import describe_environment  # noqa: E402
 from envs.levels import sample_dr_level  # noqa: E402
 
@@ -45,6 +46,11 @@ class Args:
     """Rollout length per update."""
     num_seeds: int = 1
     """Seeds vmapped in one process."""
+    num_devices: int = 1
+    """Devices to spread the run over (seeds when they divide, else envs; on CPU force several with
+    XLA_FLAGS=--xla_force_host_platform_device_count=N)."""
+    shard_envs: bool = False
+    """Split each seed's envs across the devices even when the seeds divide."""
     updates_per_call: int = 2
     """Updates per timed call (one jitted chunk)."""
     repeats: int = 3
@@ -96,6 +102,8 @@ def measure(name: str, args: Args) -> dict:
         num_envs=args.num_envs,
         num_steps=args.num_steps,
         num_seeds=args.num_seeds,
+        num_devices=args.num_devices,
+        shard_envs=args.shard_envs,
         log_interval=args.updates_per_call,
         total_updates=args.updates_per_call,
         eval_interval=0,
@@ -103,9 +111,11 @@ def measure(name: str, args: Args) -> dict:
         screenshot_interval=0,
     )
     functions = module.make_train(config)
+    placement = make_placement(config)
     runner = warm_buffers(jax.jit(functions.init)(jax.random.split(jax.random.key(0), args.num_seeds)), config)
+    runner = placement.place(runner)
     started = time.perf_counter()
-    step_chunk = jax.jit(jax.vmap(functions.step)).lower(runner).compile()
+    step_chunk = placement.jit(jax.vmap(functions.step)).lower(runner).compile()
     compile_s = time.perf_counter() - started
     runner, _ = jax.block_until_ready(step_chunk(runner))
     durations = []
@@ -119,6 +129,8 @@ def measure(name: str, args: Args) -> dict:
         "num_envs": args.num_envs,
         "num_steps": args.num_steps,
         "num_seeds": args.num_seeds,
+        "num_devices": placement.num_devices,
+        "sharded": "envs" if placement.shard_envs else ("seeds" if placement.num_devices > 1 else "-"),
         "compile_s": round(compile_s, 2),
         "steady_s_per_update": round(per_update, 4),
         "env_steps_per_s": round(config.env_steps_per_update * args.num_seeds / per_update),
@@ -132,8 +144,8 @@ def main(args: Args) -> None:
     results = [measure(name, args) for name in args.algos]
     for result in results:
         print(json.dumps(result))
-    print("\n| algo | overrides | envs x steps | seeds | compile s | s/update | env steps/s |")
-    print("|---|---|---|---:|---:|---:|---:|")
+    print("\n| algo | overrides | envs x steps | seeds | devices (split) | compile s | s/update | env steps/s |")
+    print("|---|---|---|---:|---|---:|---:|---:|")
     for r in results:
         shape, overrides = f"{r['num_envs']} x {r['num_steps']}", " ".join(r["overrides"]) or "-"
         row = [
@@ -141,6 +153,7 @@ def main(args: Args) -> None:
             overrides,
             shape,
             r["num_seeds"],
+            f"{r['num_devices']} ({r['sharded']})",
             r["compile_s"],
             r["steady_s_per_update"],
             f"{r['env_steps_per_s']:,}",

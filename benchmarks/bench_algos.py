@@ -8,6 +8,12 @@ and replacement all take place in the timed calls. One JSON line per method with
 the device, versions, commit and full config, then a markdown table.
 
     python benchmarks/bench_algos.py --algos dr --num-envs 32 --num-steps 256 --num-seeds 1
+
+With `--minimax`, the same protocol runs on minimax-lib 0.2.0 at the same settings (its shipped maze config
+per method) in a subprocess, from a virtual environment the benchmark creates on first use with minimax's
+pinned stack, and a side-by-side table with the speed-up per method follows.
+
+    python benchmarks/bench_algos.py --algos dr plr --minimax
 """
 
 import dataclasses
@@ -15,6 +21,7 @@ import functools
 import importlib.util
 import json
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -33,7 +40,26 @@ from common.provenance import describe_environment  # noqa: E402
 from envs.levels import sample_dr_level  # noqa: E402
 
 ALGOS = ("dr", "paired", "plr", "accel", "plr_parallel", "accel_parallel")
-"""Methods with a script in algos/ so far."""
+"""Methods with a script in algos/."""
+MINIMAX_CONFIGS = {
+    "dr": "dr",
+    "paired": "paired",
+    "plr": "plr",
+    "accel": "accel",
+    "plr_parallel": "pplr",
+    "accel_parallel": "paccel",
+}
+"""Our method -> minimax-lib's shipped maze config (minimax/config/configs/maze/<name>.json)."""
+MINIMAX_STACK = (
+    "minimax-lib==0.2.0",
+    "jax==0.4.31",
+    "jaxlib==0.4.31",
+    "flax==0.8.5",
+    "optax==0.2.3",
+    "chex==0.1.86",
+    "orbax-checkpoint==0.5.23",
+)
+"""The versions minimax-lib 0.2.0 runs with (it breaks on newer JAX); it needs Python <= 3.11."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +81,10 @@ class Args:
     """Updates per timed call (one jitted chunk)."""
     repeats: int = 3
     """Timed calls; the median is reported."""
+    minimax: bool = False
+    """Also time minimax-lib 0.2.0 at the same settings (single seed) and print the ratio per method."""
+    minimax_venv: str = str(REPO_ROOT / "benchmarks" / ".minimax-venv")
+    """Virtual environment for minimax's pinned stack; created with the running Python if missing."""
     set: tuple[str, ...] = ()
     """Config overrides as key=value (values parsed as JSON when they can be), e.g. teacher_conv_filters=8."""
 
@@ -140,10 +170,37 @@ def measure(name: str, args: Args) -> dict:
     }
 
 
+def minimax_python(venv: Path) -> Path:
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *MINIMAX_STACK], check=True)
+    return python
+
+
+def measure_minimax(name: str, args: Args) -> dict:
+    command = [str(minimax_python(Path(args.minimax_venv))), str(REPO_ROOT / "benchmarks" / "minimax_worker.py")]
+    command += ["--config", MINIMAX_CONFIGS[name], "--num-envs", str(args.num_envs)]
+    command += ["--num-steps", str(args.num_steps), "--repeats", str(args.repeats)]
+    result = subprocess.run(command, capture_output=True, text=True, check=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 def main(args: Args) -> None:
     results = [measure(name, args) for name in args.algos]
     for result in results:
         print(json.dumps(result))
+    if args.minimax:
+        minimax_results = [measure_minimax(name, args) for name in args.algos]
+        for result in minimax_results:
+            print(json.dumps(result))
+        print("\n| algo | ours s/update | minimax s/update | speed-up | ours compile s | minimax compile s |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for ours, theirs in zip(results, minimax_results, strict=True):
+            # Both count an update the same way (one cycle: new, replay or mutation for sequential PLR/ACCEL).
+            speedup = theirs["steady_s_per_update"] / (ours["steady_s_per_update"] / ours["num_seeds"])
+            row = [ours["algo"], ours["steady_s_per_update"], theirs["steady_s_per_update"], f"{speedup:.2f}x"]
+            print("| " + " | ".join(map(str, [*row, ours["compile_s"], theirs["compile_s"]])) + " |")
     print("\n| algo | overrides | envs x steps | seeds | devices (split) | compile s | s/update | env steps/s |")
     print("|---|---|---|---:|---|---:|---:|---:|")
     for r in results:

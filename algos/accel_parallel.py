@@ -728,14 +728,11 @@ def main(config: Config) -> None:
     saved_update = update if restored else None
     started = time.perf_counter()
     with StopSignal() as stop_signal:
-        # Every process must run the same computations, so process 0's stop decisions are broadcast.
-        while not placement.agree(
-            bool(
-                reason := stop_reason(
-                    config, update, update * config.env_steps_per_update, time.perf_counter() - started
-                )
-            )
-        ):
+        while True:
+            reason = stop_reason(config, update, update * config.env_steps_per_update, time.perf_counter() - started)
+            # Every process must run the same computations, so process 0's stop decisions are broadcast.
+            if placement.agree(reason is not None):
+                break
             chunk_started = time.perf_counter()
             next_runner, metrics = step_chunk(runner)
             metrics = placement.to_host(metrics)  # blocks: the timing below is true

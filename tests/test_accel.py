@@ -2,17 +2,15 @@
 deeper than their parents, only replay updates change the policy, the mutation criteria pick what they
 say, and resume (buffer and pending mutation included) is exact."""
 
-from pathlib import Path
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from algos import accel
-from common import checkpoint
 from common.runs import ConfigError
 from envs.levels import levels_equal, sample_dr_level
+from tests.states import assert_states_close, newest_state
 
 TINY = dict(
     num_seeds=2,
@@ -86,25 +84,15 @@ def test_mutation_criteria_pick_by_score():
             assert levels_equal(pick(parents, parent), pick(levels, source))
 
 
-def final_state(run_dir: Path, config):
-    template = jax.eval_shape(
-        accel.make_train(config).init, jax.random.split(jax.random.key(config.seed), config.num_seeds)
-    )
-    return checkpoint.load(checkpoint.list_checkpoints(run_dir / "checkpoints")[-1], template)[0]
-
-
 def test_resume_with_a_pending_mutation_equals_uninterrupted(tmp_path):
     common = dict(total_updates=8, log_interval=2, checkpoint_interval=2)
     straight = tiny_config(tmp_path, run_name="straight", **common)
     accel.main(straight)
     accel.main(tiny_config(tmp_path, run_name="split", **{**common, "total_updates": 4}))
     accel.main(tiny_config(tmp_path, run_name="split", resume=True, **common))
-    state_a, state_b = final_state(tmp_path / "straight", straight), final_state(tmp_path / "split", straight)
+    state_a, state_b = (newest_state(accel, straight, tmp_path / name) for name in ("straight", "split"))
     assert int(state_a.buffer.mutations.max()) >= 1
-    for leaf_a, leaf_b in zip(jax.tree.leaves(state_a), jax.tree.leaves(state_b), strict=True):
-        if jnp.issubdtype(leaf_a.dtype, jax.dtypes.prng_key):
-            leaf_a, leaf_b = jax.random.key_data(leaf_a), jax.random.key_data(leaf_b)
-        np.testing.assert_array_equal(leaf_a, leaf_b)
+    assert_states_close(state_a, state_b)
 
 
 @pytest.mark.parametrize(

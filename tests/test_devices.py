@@ -8,13 +8,12 @@ import sys
 from pathlib import Path
 
 import jax
-import numpy as np
 import pytest
 
 from algos import dr
-from common import checkpoint
 from common.devices import make_placement
 from common.runs import ConfigError
+from tests.states import assert_states_close, newest_state
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FORCE_DEVICES = "--xla_force_host_platform_device_count={}"
@@ -83,12 +82,6 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def final_state(run_dir: Path):
-    config = dr.Config(num_seeds=2, num_envs=4, lstm_size=16, maze_size=7)
-    template = jax.eval_shape(dr.make_train(config).init, jax.random.split(jax.random.key(0), 2))
-    return checkpoint.load(checkpoint.list_checkpoints(run_dir / "checkpoints")[-1], template)[0]
-
-
 @pytest.mark.slow
 def test_two_processes_on_localhost_agree_with_one(tmp_path):
     script = [sys.executable, "algos/dr.py", *TINY_FLAGS, "--runs-dir", str(tmp_path)]
@@ -116,7 +109,7 @@ def test_two_processes_on_localhost_agree_with_one(tmp_path):
         env=env_with_devices(2),
     )
     assert one.returncode == 0, one.stderr
-    two, single = final_state(tmp_path / "two"), final_state(tmp_path / "one")
-    for leaf_two, leaf_one in zip(jax.tree.leaves(two.train_state), jax.tree.leaves(single.train_state), strict=True):
-        np.testing.assert_allclose(leaf_two, leaf_one, rtol=1e-5, atol=1e-6)
+    config = dr.Config(num_seeds=2, num_envs=4, lstm_size=16, maze_size=7)
+    two, single = (newest_state(dr, config, tmp_path / name) for name in ("two", "one"))
+    assert_states_close(two, single, rtol=1e-5, atol=1e-6)
     assert (tmp_path / "two" / "logs.csv").read_text().count("\n") == 1 + 2 * 2, "one row per seed per log step"

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from algos import paired
-from common import checkpoint
 from common.runs import ConfigError
 from envs.levels import validate_level
+from tests.states import assert_states_close, newest_state
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TINY = dict(
@@ -141,24 +141,12 @@ def test_teacher_parameter_count_matches_reference():
     assert 22_000_000 < count < 23_000_000, count  # UED.md: about 22M, the conv features feed the LSTM
 
 
-def final_state(run_dir: Path, config):
-    template = jax.eval_shape(
-        paired.make_train(config).init, jax.random.split(jax.random.key(config.seed), config.num_seeds)
-    )
-    return checkpoint.load(checkpoint.list_checkpoints(run_dir / "checkpoints")[-1], template)[0]
-
-
 def test_resume_equals_uninterrupted_and_evaluate_any_student(tmp_path):
     straight = tiny_config(tmp_path, run_name="straight", total_updates=4)
     paired.main(straight)
     paired.main(tiny_config(tmp_path, run_name="split", total_updates=2))
     paired.main(tiny_config(tmp_path, run_name="split", total_updates=4, resume=True))
-    state_a, state_b = final_state(tmp_path / "straight", straight), final_state(tmp_path / "split", straight)
-    jax.tree.map(
-        np.testing.assert_array_equal,
-        (state_a.students.params, state_a.teacher.params),
-        (state_b.students.params, state_b.teacher.params),
-    )
+    assert_states_close(*(newest_state(paired, straight, tmp_path / name) for name in ("straight", "split")))
     command = [
         sys.executable,
         "-m",

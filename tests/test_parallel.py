@@ -3,12 +3,11 @@ one rollout; fresh levels stand in for replay and no PPO step is kept until the 
 update trains on the replay block; mutants enter the buffer one generation deeper; resume is exact."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from algos import accel_parallel, plr_parallel
-from common import checkpoint
+from tests.states import assert_states_close, newest_state
 
 TINY = dict(
     num_seeds=2,
@@ -71,16 +70,9 @@ def test_resume_equals_uninterrupted(module, tmp_path):
     module.main(straight)
     module.main(tiny_config(module, tmp_path, run_name="split", total_updates=2, **common))
     module.main(tiny_config(module, tmp_path, run_name="split", resume=True, **common))
-    template = jax.eval_shape(module.make_train(straight).init, jax.random.split(jax.random.key(0), 2))
-    states = [
-        checkpoint.load(checkpoint.list_checkpoints(tmp_path / name / "checkpoints")[-1], template)[0]
-        for name in ("straight", "split")
-    ]
+    states = [newest_state(module, straight, tmp_path / name) for name in ("straight", "split")]
     assert int(states[0].update[0]) == 6 and int(states[0].buffer.filled.sum()) > 0
-    for leaf_a, leaf_b in zip(*(jax.tree.leaves(state) for state in states), strict=True):
-        if jnp.issubdtype(leaf_a.dtype, jax.dtypes.prng_key):
-            leaf_a, leaf_b = jax.random.key_data(leaf_a), jax.random.key_data(leaf_b)
-        np.testing.assert_array_equal(leaf_a, leaf_b)
+    assert_states_close(*states)
 
 
 def test_parallel_accel_counts_all_three_blocks():

@@ -1,15 +1,13 @@
 """algos/plr.py: the buffer warms up and replay happens, Robust PLR learns only from replay, PLR from
 both, and resume (buffer included) is exact."""
 
-from pathlib import Path
-
 import jax
 import numpy as np
 import pytest
 
 from algos import plr
-from common import checkpoint
 from common.runs import ConfigError
+from tests.states import assert_states_close, newest_state
 
 TINY = dict(
     num_seeds=2,
@@ -68,23 +66,15 @@ def test_robust_plr_learns_only_from_replay(tmp_path, exploratory, learns):
     assert int(after.buffer.filled.sum()) > 4, "new levels still fill the buffer"
 
 
-def final_state(run_dir: Path, config):
-    template = jax.eval_shape(
-        plr.make_train(config).init, jax.random.split(jax.random.key(config.seed), config.num_seeds)
-    )
-    return checkpoint.load(checkpoint.list_checkpoints(run_dir / "checkpoints")[-1], template)[0]
-
-
 def test_resume_with_the_buffer_equals_uninterrupted(tmp_path):
     common = dict(log_interval=4, checkpoint_interval=4)
     straight = tiny_config(tmp_path, run_name="straight", **common)
     plr.main(straight)
     plr.main(tiny_config(tmp_path, run_name="split", total_updates=4, **common))
     plr.main(tiny_config(tmp_path, run_name="split", resume=True, **common))
-    state_a, state_b = final_state(tmp_path / "straight", straight), final_state(tmp_path / "split", straight)
+    state_a, state_b = (newest_state(plr, straight, tmp_path / name) for name in ("straight", "split"))
     assert int(state_a.buffer.filled.sum()) > 0
-    jax.tree.map(np.testing.assert_array_equal, state_a.train_state.params, state_b.train_state.params)
-    jax.tree.map(np.testing.assert_array_equal, state_a.buffer, state_b.buffer)
+    assert_states_close(state_a, state_b)
 
 
 @pytest.mark.parametrize(

@@ -6,13 +6,12 @@ results agree to float rounding (about 1e-7, as a vmapped seed agrees with a sin
 """
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from algos import accel_parallel, dr, paired
-from common import checkpoint
 from common.devices import make_placement
+from tests.states import assert_states_close, newest_state
 
 pytestmark = pytest.mark.skipif(jax.device_count() < 4, reason="needs 4 devices (XLA_FLAGS forces them on CPU)")
 
@@ -48,21 +47,14 @@ def train_chunks(module, num_chunks=2, **overrides):
     return placement, runner, metrics, evaluation
 
 
-def assert_close(a, b, rtol, atol):
-    for leaf_a, leaf_b in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
-        if jnp.issubdtype(leaf_a.dtype, jax.dtypes.prng_key):
-            leaf_a, leaf_b = jax.random.key_data(leaf_a), jax.random.key_data(leaf_b)
-        np.testing.assert_allclose(np.asarray(leaf_a), np.asarray(leaf_b), rtol=rtol, atol=atol)
-
-
 def test_seed_sharding_matches_one_device():
     placement, runner, metrics, evaluation = train_chunks(dr, num_seeds=4, num_devices=4)
     assert placement.num_devices == 4 and not placement.shard_envs
     params = jax.tree.leaves(runner.train_state.params)[0]
     assert len(params.sharding.device_set) == 4 and params.addressable_shards[0].data.shape[0] == 1
     _, single, single_metrics, single_evaluation = train_chunks(dr, num_seeds=4, num_devices=1)
-    assert_close(jax.device_get(runner), jax.device_get(single), rtol=1e-5, atol=1e-6)
-    assert_close(metrics, single_metrics, rtol=1e-4, atol=1e-5)
+    assert_states_close(jax.device_get(runner), jax.device_get(single), rtol=1e-5, atol=1e-6)
+    assert_states_close(metrics, single_metrics, rtol=1e-4, atol=1e-5)
     assert evaluation.keys() == single_evaluation.keys()
     assert all(np.isfinite(values).all() and values.shape == (4,) for values in evaluation.values())
 
@@ -73,8 +65,8 @@ def test_env_sharding_matches_one_device(module):
     assert placement.shard_envs and placement.num_devices == 4
     _, single, single_metrics, _ = train_chunks(module, num_seeds=2, num_devices=1)
     assert int(jax.device_get(runner.update)[0]) == 4
-    assert_close(jax.device_get(runner.train_state.params), jax.device_get(single.train_state.params), 1e-4, 1e-5)
-    assert_close(metrics, single_metrics, rtol=1e-3, atol=1e-4)
+    assert_states_close(runner.train_state.params, single.train_state.params, rtol=1e-4, atol=1e-5)
+    assert_states_close(metrics, single_metrics, rtol=1e-3, atol=1e-4)
     if module is accel_parallel:
         for a, b in zip(jax.tree.leaves(runner.buffer.levels), jax.tree.leaves(single.buffer.levels), strict=True):
             np.testing.assert_array_equal(a, b)
@@ -86,11 +78,6 @@ def test_seeds_that_do_not_divide_split_envs_instead():
     assert np.isfinite(metrics[0]["teacher/ppo/loss"]).all() and np.isfinite(metrics[0]["protagonist/ppo/loss"]).all()
 
 
-def final_state(run_dir, config):
-    template = jax.eval_shape(dr.make_train(config).init, jax.random.split(jax.random.key(0), config.num_seeds))
-    return checkpoint.load(checkpoint.list_checkpoints(run_dir / "checkpoints")[-1], template)[0]
-
-
 def test_checkpoint_resumes_on_another_device_count(tmp_path):
     run = lambda **flags: dr.main(dr.Config(**{**TINY, "num_seeds": 4, "runs_dir": str(tmp_path), **flags}))  # noqa: E731
     run(run_name="straight", num_devices=1, total_updates=6)
@@ -98,6 +85,6 @@ def test_checkpoint_resumes_on_another_device_count(tmp_path):
     run(run_name="moved", num_devices=1, total_updates=4, resume=True)
     run(run_name="moved", num_devices=4, total_updates=6, resume=True)
     config = dr.Config(**{**TINY, "num_seeds": 4})
-    straight, moved = final_state(tmp_path / "straight", config), final_state(tmp_path / "moved", config)
+    straight, moved = (newest_state(dr, config, tmp_path / name) for name in ("straight", "moved"))
     assert int(moved.update[0]) == 6
-    assert_close(straight, moved, rtol=1e-5, atol=1e-6)
+    assert_states_close(straight, moved, rtol=1e-5, atol=1e-6)

@@ -231,6 +231,23 @@ HEADLINE_METRICS = ("train/return", "ued/score")
 """Metrics shown on the progress line (with the evaluation solve rates)."""
 
 
+# copied from algos/dr.py:Conv3x3
+class Conv3x3(nn.Module):
+    """nn.Conv(features, (3, 3), padding="VALID") written as one matmul over each cell's 3x3 patch: the
+    same function, parameters and initial values. XLA:CPU runs a convolution's weight gradient inside a
+    loop (the PPO epochs) 20-100x slower than outside (jaxlib 0.10.2); as a matmul it stays fast."""
+
+    features: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:  # [..., H, W, C] -> [..., H - 2, W - 2, features]
+        kernel = self.param("kernel", nn.initializers.orthogonal(np.sqrt(2)), (3, 3, x.shape[-1], self.features))
+        bias = self.param("bias", nn.initializers.zeros, (self.features,))
+        height, width = x.shape[-3] - 2, x.shape[-2] - 2
+        patches = [x[..., row : row + height, col : col + width, :] for row in range(3) for col in range(3)]
+        return jnp.concatenate(patches, -1) @ kernel.reshape(-1, self.features) + bias
+
+
 # copied from algos/dr.py:ScannedLSTM
 class ScannedLSTM(nn.Module):
     """An LSTM over the time axis whose carry is zeroed where the previous step ended an episode."""
@@ -252,7 +269,7 @@ class ActorCritic(nn.Module):
 
     @nn.compact
     def __call__(self, carry, obs: Observation, reset: jax.Array):  # obs leaves [T, B, ...], reset [T, B]
-        image = nn.Conv(16, (3, 3), padding="VALID", kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(obs.image)
+        image = Conv3x3(16)(obs.image)
         image = nn.relu(image).reshape(*image.shape[:-3], -1)  # [T, B, 144]
         direction = nn.Embed(4, 5)(obs.agent_dir)  # [T, B, 5]
         carry, hidden = ScannedLSTM()(carry, (jnp.concatenate([image, direction], -1), reset))
@@ -305,9 +322,7 @@ class TeacherNetwork(nn.Module):
 
     @nn.compact
     def __call__(self, carry, obs: teacher.TeacherObservation, reset: jax.Array):  # leaves [T, B, ...]
-        image = nn.Conv(self.conv_filters, (3, 3), padding="VALID", kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(
-            obs.image
-        )
+        image = Conv3x3(self.conv_filters)(obs.image)
         image = nn.relu(image).reshape(*image.shape[:-3], -1)
         step_embedding = nn.Embed(self.episode_steps + 1, 10)(obs.time)
         features = jnp.concatenate([image, step_embedding, obs.noise], -1)

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import flax.linen as nn
 import jax
 import numpy as np
 import pytest
@@ -75,6 +76,18 @@ def test_param_count_matches_reference():
     params = jax.eval_shape(dr.make_train(config).init, jax.random.split(jax.random.key(0), 1)).train_state.params
     count = sum(np.prod(leaf.shape[1:]) for leaf in jax.tree.leaves(params))
     assert abs(count - 433_000) < 1_000, count  # UED.md: about 433k
+
+
+def test_conv3x3_is_flax_valid_conv():
+    images = jax.random.uniform(jax.random.key(0), (2, 3, 7, 6, 4))  # leading [T, B] axes, a non-square map
+    reference = nn.Conv(8, (3, 3), padding="VALID", kernel_init=nn.initializers.orthogonal(np.sqrt(2)))
+    params = dr.Conv3x3(8).init(jax.random.key(1), images)
+    same = jax.tree.map(np.array_equal, params, reference.init(jax.random.key(1), images))
+    assert all(jax.tree.leaves(same)), "same parameter names, shapes and initial values as nn.Conv"
+    params = jax.tree.map(lambda leaf: jax.random.normal(jax.random.key(2), leaf.shape), params)
+    np.testing.assert_allclose(
+        dr.Conv3x3(8).apply(params, images), reference.apply(params, images), rtol=1e-5, atol=1e-5
+    )
 
 
 def test_smoke_updates_and_metrics(tiny):

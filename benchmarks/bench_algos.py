@@ -10,8 +10,9 @@ the device, versions, commit and full config, then a markdown table.
     python benchmarks/bench_algos.py --algos dr --num-envs 32 --num-steps 256 --num-seeds 1
 
 With `--minimax`, the same protocol runs on minimax-lib 0.2.0 at the same settings (its shipped maze config
-per method) in a subprocess, from a virtual environment the benchmark creates on first use with minimax's
-pinned stack, and a side-by-side table with the speed-up per method follows.
+per method) in a subprocess (benchmarks/minimax_worker.py), from a virtual environment the benchmark
+creates on first use with minimax's pinned stack, and a side-by-side table of env steps/s with the
+speed-up per method follows.
 
     python benchmarks/bench_algos.py --algos dr plr --minimax
 """
@@ -194,13 +195,18 @@ def main(args: Args) -> None:
         minimax_results = [measure_minimax(name, args) for name in args.algos]
         for result in minimax_results:
             print(json.dumps(result))
-        print("\n| algo | ours s/update | minimax s/update | speed-up | ours compile s | minimax compile s |")
-        print("|---|---:|---:|---:|---:|---:|")
+        columns = ["env steps/s", "s/update", "compile s"]
+        header = ["algo", *(f"{who} {column}" for column in columns for who in ("ours", "minimax"))]
+        print("\n| " + " | ".join([*header[:3], "speed-up", *header[3:]]) + " |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
         for ours, theirs in zip(results, minimax_results, strict=True):
-            # Both count an update the same way (one cycle: new, replay or mutation for sequential PLR/ACCEL).
-            speedup = theirs["steady_s_per_update"] / (ours["steady_s_per_update"] / ours["num_seeds"])
-            row = [ours["algo"], ours["steady_s_per_update"], theirs["steady_s_per_update"], f"{speedup:.2f}x"]
-            print("| " + " | ".join(map(str, [*row, ours["compile_s"], theirs["compile_s"]])) + " |")
+            # Env steps/s, not s/update: minimax's ACCEL plays the mutants inside its replay update, ours in
+            # an update of their own. Ours per seed; minimax runs one.
+            ours_rate = ours["env_steps_per_s"] / ours["num_seeds"]
+            row = [ours["algo"], f"{round(ours_rate):,}", f"{theirs['env_steps_per_s']:,}"]
+            row += [f"{ours_rate / theirs['env_steps_per_s']:.2f}x", ours["steady_s_per_update"]]
+            row += [theirs["steady_s_per_update"], ours["compile_s"], theirs["compile_s"]]
+            print("| " + " | ".join(map(str, row)) + " |")
     print("\n| algo | overrides | envs x steps | seeds | devices (split) | compile s | s/update | env steps/s |")
     print("|---|---|---|---:|---|---:|---:|---:|")
     for r in results:

@@ -7,11 +7,17 @@ the median of `--repeats` runs after `block_until_ready`. Prints one JSON line p
 
     python benchmarks/bench_env.py --num-envs 32 1024 16384
     python benchmarks/bench_env.py --wrapper restart --size 101 --num-envs 1024
+
+With `--minimax`, minimax-lib 0.2.0's Maze runs the same protocol (benchmarks/minimax_env_worker.py, in the
+virtual environment bench_algos.py creates) at 13x13 with 60 walls, and a side-by-side table follows.
+
+    python benchmarks/bench_env.py --num-envs 32 1024 --minimax
 """
 
 import functools
 import json
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -24,6 +30,8 @@ import tyro
 
 # SCAFFOLDING: make `envs` and `common` importable when run as a script.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_algos import minimax_python  # noqa: E402
 
 from common.provenance import describe_environment  # noqa: E402
 from envs.levels import sample_dr_level  # noqa: E402
@@ -46,6 +54,10 @@ class Args:
     """What happens on done: generate a fresh DR level (resample) or restart the same one (restart)."""
     tags: dict[str, str] = field(default_factory=dict)
     """Extra key=value pairs recorded with every result."""
+    minimax: bool = False
+    """Also measure minimax-lib 0.2.0's Maze (13x13, 60 walls only) and print the ratio per env count."""
+    minimax_venv: str = str(Path(__file__).resolve().parent / ".minimax-venv")
+    """Virtual environment for minimax's pinned stack; created with the running Python if missing."""
 
 
 def make_rollout(args: Args, num_envs: int):
@@ -102,7 +114,17 @@ def measure(args: Args, num_envs: int) -> dict:
     }
 
 
+def measure_minimax(args: Args) -> list[dict]:
+    command = [str(minimax_python(Path(args.minimax_venv))), str(Path(__file__).parent / "minimax_env_worker.py")]
+    command += ["--num-envs", *map(str, args.num_envs), "--num-steps", str(args.num_steps)]
+    command += ["--repeats", str(args.repeats), "--wrapper", args.wrapper]
+    result = subprocess.run(command, capture_output=True, text=True, check=True)
+    return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+
+
 def main(args: Args) -> None:
+    if args.minimax and (args.size, args.n_walls) != (13, 60):
+        raise SystemExit("error: --minimax compares the shipped 13x13 maze with 60 walls (--size 13 --n-walls 60)")
     results = [measure(args, num_envs) for num_envs in args.num_envs]
     for result in results:
         print(json.dumps(result))
@@ -110,6 +132,16 @@ def main(args: Args) -> None:
     for result in results:
         maze, envs = f"{result['size']}x{result['size']}", result["num_envs"]
         print(f"| {args.wrapper} | {maze} | {envs} | {result['env_steps_per_s']:,} | {result['compile_s']} |")
+    if args.minimax:
+        minimax_results = measure_minimax(args)
+        for result in minimax_results:
+            print(json.dumps(result))
+        print("\n| wrapper | envs | ours steps/s | minimax steps/s | speed-up | ours compile s | minimax compile s |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for ours, theirs in zip(results, minimax_results, strict=True):
+            speedup = ours["env_steps_per_s"] / theirs["env_steps_per_s"]
+            row = [args.wrapper, ours["num_envs"], f"{ours['env_steps_per_s']:,}", f"{theirs['env_steps_per_s']:,}"]
+            print("| " + " | ".join(map(str, [*row, f"{speedup:.2f}x", ours["compile_s"], theirs["compile_s"]])) + " |")
 
 
 if __name__ == "__main__":

@@ -4,10 +4,12 @@ For each method: build `make_train(Config(...))` at the given sizes, AOT-compile
 `--updates-per-call` updates for all seeds (`lower().compile()`, timed), run it once to warm up, then
 time `--repeats` calls after `block_until_ready` and report the median. Replay methods start from a full
 level buffer (random levels of the method's own generator, random scores and ages), so replay, mutation
-and replacement all take place in the timed calls. One JSON line per method with
-the device, versions, commit and full config, then a markdown table.
+and replacement all take place in the timed calls. One JSON line per method and setting with the device,
+versions, commit and full config, then a markdown table. Several `--num-envs` or `--num-seeds` values
+measure every combination (a scaling sweep).
 
     python benchmarks/bench_algos.py --algos dr --num-envs 32 --num-steps 256 --num-seeds 1
+    python benchmarks/bench_algos.py --algos dr plr --num-envs 32 256 1024 4096 --updates-per-call 1
 
 With `--minimax`, the same protocol runs on minimax-lib 0.2.0 at the same settings (its shipped maze config
 per method) in a subprocess (benchmarks/minimax_worker.py), from a virtual environment the benchmark
@@ -67,12 +69,12 @@ MINIMAX_STACK = (
 class Args:
     algos: tuple[str, ...] = ALGOS
     """Methods to measure (algos/<name>.py)."""
-    num_envs: int = 32
-    """Parallel envs per seed."""
+    num_envs: tuple[int, ...] = (32,)
+    """Parallel envs per seed (per block for the parallel methods); several values give a scaling sweep."""
     num_steps: int = 256
     """Rollout length per update."""
-    num_seeds: int = 1
-    """Seeds vmapped in one process."""
+    num_seeds: tuple[int, ...] = (1,)
+    """Seeds vmapped in one process; several values give a scaling sweep."""
     num_devices: int = 1
     """Devices to spread the run over (seeds when they divide, else envs; on CPU force several with
     XLA_FLAGS=--xla_force_host_platform_device_count=N)."""
@@ -125,14 +127,14 @@ def warm_buffers(runner, config):
     return runner.replace(buffer=full)
 
 
-def measure(name: str, args: Args) -> dict:
+def measure(name: str, args: Args, num_envs: int, num_seeds: int) -> dict:
     module = load_algo(name)
     overrides = {key: _parse(value) for key, value in (item.split("=", 1) for item in args.set)}
     config = module.Config(
         **overrides,
-        num_envs=args.num_envs,
+        num_envs=num_envs,
         num_steps=args.num_steps,
-        num_seeds=args.num_seeds,
+        num_seeds=num_seeds,
         num_devices=args.num_devices,
         shard_envs=args.shard_envs,
         log_interval=args.updates_per_call,
@@ -143,7 +145,7 @@ def measure(name: str, args: Args) -> dict:
     )
     functions = module.make_train(config)
     placement = make_placement(config)
-    runner = warm_buffers(jax.jit(functions.init)(jax.random.split(jax.random.key(0), args.num_seeds)), config)
+    runner = warm_buffers(jax.jit(functions.init)(jax.random.split(jax.random.key(0), num_seeds)), config)
     runner = placement.place(runner)
     started = time.perf_counter()
     step_chunk = placement.jit(jax.vmap(functions.step)).lower(runner).compile()
@@ -157,14 +159,14 @@ def measure(name: str, args: Args) -> dict:
     per_update = statistics.median(durations) / args.updates_per_call
     return {
         "algo": name,
-        "num_envs": args.num_envs,
+        "num_envs": num_envs,
         "num_steps": args.num_steps,
-        "num_seeds": args.num_seeds,
+        "num_seeds": num_seeds,
         "num_devices": placement.num_devices,
         "sharded": "envs" if placement.shard_envs else ("seeds" if placement.num_devices > 1 else "-"),
         "compile_s": round(compile_s, 2),
         "steady_s_per_update": round(per_update, 4),
-        "env_steps_per_s": round(config.env_steps_per_update * args.num_seeds / per_update),
+        "env_steps_per_s": round(config.env_steps_per_update * num_seeds / per_update),
         "overrides": list(args.set),
         **describe_environment(),
         "config": dataclasses.asdict(config),
@@ -179,31 +181,38 @@ def minimax_python(venv: Path) -> Path:
     return python
 
 
-def measure_minimax(name: str, args: Args) -> dict:
+def measure_minimax(name: str, args: Args, num_envs: int) -> dict:
     command = [str(minimax_python(Path(args.minimax_venv))), str(REPO_ROOT / "benchmarks" / "minimax_worker.py")]
-    command += ["--config", MINIMAX_CONFIGS[name], "--num-envs", str(args.num_envs)]
+    command += ["--config", MINIMAX_CONFIGS[name], "--num-envs", str(num_envs)]
     command += ["--num-steps", str(args.num_steps), "--repeats", str(args.repeats)]
     result = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def main(args: Args) -> None:
-    results = [measure(name, args) for name in args.algos]
-    for result in results:
-        print(json.dumps(result))
+    results = []
+    for name in args.algos:
+        for num_envs in args.num_envs:
+            for num_seeds in args.num_seeds:
+                results.append(measure(name, args, num_envs, num_seeds))
+                print(json.dumps(results[-1]), flush=True)
     if args.minimax:
-        minimax_results = [measure_minimax(name, args) for name in args.algos]
-        for result in minimax_results:
-            print(json.dumps(result))
+        minimax_runs = {}
+        for name in args.algos:
+            for num_envs in args.num_envs:
+                minimax_runs[name, num_envs] = measure_minimax(name, args, num_envs)
+                print(json.dumps(minimax_runs[name, num_envs]), flush=True)
         columns = ["env steps/s", "s/update", "compile s"]
         header = ["algo", *(f"{who} {column}" for column in columns for who in ("ours", "minimax"))]
         print("\n| " + " | ".join([*header[:3], "speed-up", *header[3:]]) + " |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|")
-        for ours, theirs in zip(results, minimax_results, strict=True):
+        for ours in results:
+            theirs = minimax_runs[ours["algo"], ours["num_envs"]]
             # Env steps/s, not s/update: minimax's ACCEL plays the mutants inside its replay update, ours in
-            # an update of their own. Ours per seed; minimax runs one.
+            # an update of their own. Ours per seed (minimax runs one), s/update over all seeds.
             ours_rate = ours["env_steps_per_s"] / ours["num_seeds"]
-            row = [ours["algo"], f"{round(ours_rate):,}", f"{theirs['env_steps_per_s']:,}"]
+            row = [f"{ours['algo']} ({ours['num_envs']} envs, {ours['num_seeds']} seeds)", f"{round(ours_rate):,}"]
+            row += [f"{theirs['env_steps_per_s']:,}"]
             row += [f"{ours_rate / theirs['env_steps_per_s']:.2f}x", ours["steady_s_per_update"]]
             row += [theirs["steady_s_per_update"], ours["compile_s"], theirs["compile_s"]]
             print("| " + " | ".join(map(str, row)) + " |")

@@ -32,7 +32,7 @@ from flax.training.train_state import TrainState
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common.checkpoint import Checkpoints  # noqa: E402
-from common.devices import initialize_distributed, make_placement  # noqa: E402
+from common.devices import initialize_distributed, make_placement, vmap_seeds  # noqa: E402
 from common.runs import (  # noqa: E402
     ConfigError,
     RunLog,
@@ -513,7 +513,7 @@ def make_train(config: Config) -> TrainFunctions:
         eval_interval updates > chunks of log_interval > updates, evaluating after each period. Seeds are
         vmapped inside the chunk loop, exactly as main() drives them, so chunked driving is bitwise equal
         to this; vmapping the outer loops instead lets XLA reorder float reductions."""
-        step_seeds, evaluate_seeds = jax.vmap(step_chunk), jax.vmap(evaluate_runner)
+        step_seeds, evaluate_seeds = vmap_seeds(step_chunk), jax.vmap(evaluate_runner)
         chunks = lambda runner, num_chunks: jax.lax.scan(lambda r, _: step_seeds(r), runner, None, num_chunks)  # noqa: E731
         runner = init_seeds(rngs)
         if config.eval_interval == 0:
@@ -552,7 +552,7 @@ def main(config: Config) -> None:
         record_config(run_dir, config, script=f"algos/{Path(__file__).name}")
     if restored:
         print(f"resumed {run_dir} at update {update}", file=sys.stderr)
-    step_chunk = compile_timed("training chunk", placement.jit(jax.vmap(functions.step)), runner)
+    step_chunk = compile_timed("training chunk", placement.jit(vmap_seeds(functions.step)), runner)
     evaluate_runner = placement.jit(jax.vmap(functions.evaluate))
     training_levels = placement.jit(jax.vmap(functions.training_levels))
 

@@ -8,10 +8,11 @@ probability `--replay-prob`, otherwise plays `num_envs` fresh DR levels. Student
 one (new, common/level_buffer.py). Robust PLR takes a PPO step only on replay updates;
 `--exploratory-grad-updates` gives PLR, which also learns from new levels.
 
-Cost of the data-dependent branch when vmapped over seeds: none beyond one rollout. The replay decision
-selects which levels are played and whether the PPO step is kept (jnp.where), so each update is one
-rollout, one GAE, one PPO update, one buffer update and one buffer insertion whatever the seed decided;
-the PPO step is computed even on new-level updates of Robust PLR and then dropped. Diff against: algos/dr.py.
+Cost of the data-dependent branch: the replay decision selects which levels are played (jnp.where), so
+each update is one rollout, one GAE, one buffer update and one buffer insertion whatever the seed decided.
+The PPO step is a lax.cond: a one-seed run skips it on new-level updates of Robust PLR; vmapped over
+seeds the cond computes the step for every seed and keeps it where the seed replayed. Diff against:
+algos/dr.py.
 
     python algos/plr.py --num-seeds 2 --run-name plr_demo
 """
@@ -37,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import level_buffer, ued_scores  # noqa: E402
 from common.checkpoint import Checkpoints  # noqa: E402
-from common.devices import initialize_distributed, make_placement  # noqa: E402
+from common.devices import initialize_distributed, make_placement, vmap_seeds  # noqa: E402
 from common.runs import (  # noqa: E402
     ConfigError,
     RunLog,
@@ -567,12 +568,19 @@ def make_train(config: Config) -> TrainFunctions:
             buffer, new_levels, scores, max_returns, jnp.zeros(config.num_envs, jnp.int32), **settings
         )
         buffer = select(replay, replayed_buffer, inserted_buffer)
-        # PPO UPDATE: Robust PLR keeps the step only on replay updates.
-        stepped, ppo_metrics = ppo_update(
-            rng_ppo, runner.train_state, network, carry, transitions, advantages, targets, config
-        )
-        train_state = select(replay | config.exploratory_grad_updates, stepped, runner.train_state)
-        finite = jnp.isfinite(ppo_metrics["ppo/loss"]) & jnp.all(
+
+        # PPO UPDATE: Robust PLR takes the step only on replay updates. At one seed the other branch is
+        # skipped; vmapped over seeds, lax.cond computes both and selects.
+        def ppo_step():
+            return ppo_update(rng_ppo, runner.train_state, network, carry, transitions, advantages, targets, config)
+
+        def no_ppo_step():  # NaN metrics, so logs average only the updates that took a step
+            metrics = jax.eval_shape(ppo_step)[1]
+            return runner.train_state, jax.tree.map(lambda m: jnp.full(m.shape, jnp.nan), metrics)
+
+        learn = replay | config.exploratory_grad_updates
+        train_state, ppo_metrics = jax.lax.cond(learn, ppo_step, no_ppo_step)
+        finite = (~learn | jnp.isfinite(ppo_metrics["ppo/loss"])) & jnp.all(
             jnp.array([jnp.isfinite(leaf).all() for leaf in jax.tree.leaves(train_state.params)])
         )
         nan = jnp.float32(jnp.nan)
@@ -628,7 +636,7 @@ def make_train(config: Config) -> TrainFunctions:
         eval_interval updates > chunks of log_interval > updates, evaluating after each period. Seeds are
         vmapped inside the chunk loop, exactly as main() drives them, so chunked driving is bitwise equal
         to this; vmapping the outer loops instead lets XLA reorder float reductions."""
-        step_seeds, evaluate_seeds = jax.vmap(step_chunk), jax.vmap(evaluate_runner)
+        step_seeds, evaluate_seeds = vmap_seeds(step_chunk), jax.vmap(evaluate_runner)
         chunks = lambda runner, num_chunks: jax.lax.scan(lambda r, _: step_seeds(r), runner, None, num_chunks)  # noqa: E731
         runner = init_seeds(rngs)
         if config.eval_interval == 0:
@@ -669,7 +677,7 @@ def main(config: Config) -> None:
         record_config(run_dir, config, script=f"algos/{Path(__file__).name}")
     if restored:
         print(f"resumed {run_dir} at update {update}", file=sys.stderr)
-    step_chunk = compile_timed("training chunk", placement.jit(jax.vmap(functions.step)), runner)
+    step_chunk = compile_timed("training chunk", placement.jit(vmap_seeds(functions.step)), runner)
     evaluate_runner = placement.jit(jax.vmap(functions.evaluate))
     training_levels = placement.jit(jax.vmap(functions.training_levels))
 

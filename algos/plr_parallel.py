@@ -8,9 +8,10 @@ new levels compete for one, common/level_buffer.py); PPO trains only on the repl
 buffer is `--min-fill-ratio` full the replay block plays a second set of fresh levels, which are inserted
 too, and no PPO step is kept. There is no replay probability: every warm update replays.
 
-Cost when vmapped over seeds: no data-dependent branch. Each update is one rollout of 2 x `num_envs`
-envs, one GAE, one PPO update on `num_envs` envs (computed and dropped while the buffer warms up), one
-buffer update and one insertion pass over 2 x `num_envs` levels (replay-block entries skipped once warm).
+Cost: one data-dependent branch, the warm-up. Each update is one rollout of 2 x `num_envs` envs, one
+GAE, one PPO update on `num_envs` envs (a lax.cond on warm: skipped during warm-up at one seed, computed
+and dropped when vmapped over seeds), one buffer update and one insertion pass over 2 x `num_envs`
+levels (replay-block entries skipped once warm).
 Diff against: algos/plr.py.
 
     python algos/plr_parallel.py --num-seeds 2 --run-name plr_parallel_demo
@@ -37,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import level_buffer, ued_scores  # noqa: E402
 from common.checkpoint import Checkpoints  # noqa: E402
-from common.devices import initialize_distributed, make_placement  # noqa: E402
+from common.devices import initialize_distributed, make_placement, vmap_seeds  # noqa: E402
 from common.runs import (  # noqa: E402
     ConfigError,
     RunLog,
@@ -577,13 +578,20 @@ def make_train(config: Config) -> TrainFunctions:
         buffer, _ = level_buffer.insert_many(
             buffer, levels, scores, max_returns, generations, **settings, active=inserting
         )
-        # PPO UPDATE: only on the replay block, kept once the buffer is warm.
+        # PPO UPDATE: only on the replay block, once the buffer is warm. At one seed the other branch is
+        # skipped; vmapped over seeds, lax.cond computes both and selects.
         replay_block = jax.tree.map(lambda x: x[:, replay_envs], (transitions, advantages, targets))
-        stepped, ppo_metrics = ppo_update(
-            rng_ppo, runner.train_state, network, initial_carry(num_envs, config.lstm_size), *replay_block, config
-        )
-        train_state = select(warm, stepped, runner.train_state)
-        finite = jnp.isfinite(ppo_metrics["ppo/loss"]) & jnp.all(
+
+        def ppo_step():
+            carry = initial_carry(num_envs, config.lstm_size)
+            return ppo_update(rng_ppo, runner.train_state, network, carry, *replay_block, config)
+
+        def no_ppo_step():  # NaN metrics, so logs average only the updates that took a step
+            metrics = jax.eval_shape(ppo_step)[1]
+            return runner.train_state, jax.tree.map(lambda m: jnp.full(m.shape, jnp.nan), metrics)
+
+        train_state, ppo_metrics = jax.lax.cond(warm, ppo_step, no_ppo_step)
+        finite = (~warm | jnp.isfinite(ppo_metrics["ppo/loss"])) & jnp.all(
             jnp.array([jnp.isfinite(leaf).all() for leaf in jax.tree.leaves(train_state.params)])
         )
         nan = jnp.float32(jnp.nan)
@@ -636,7 +644,7 @@ def make_train(config: Config) -> TrainFunctions:
         eval_interval updates > chunks of log_interval > updates, evaluating after each period. Seeds are
         vmapped inside the chunk loop, exactly as main() drives them, so chunked driving is bitwise equal
         to this; vmapping the outer loops instead lets XLA reorder float reductions."""
-        step_seeds, evaluate_seeds = jax.vmap(step_chunk), jax.vmap(evaluate_runner)
+        step_seeds, evaluate_seeds = vmap_seeds(step_chunk), jax.vmap(evaluate_runner)
         chunks = lambda runner, num_chunks: jax.lax.scan(lambda r, _: step_seeds(r), runner, None, num_chunks)  # noqa: E731
         runner = init_seeds(rngs)
         if config.eval_interval == 0:
@@ -677,7 +685,7 @@ def main(config: Config) -> None:
         record_config(run_dir, config, script=f"algos/{Path(__file__).name}")
     if restored:
         print(f"resumed {run_dir} at update {update}", file=sys.stderr)
-    step_chunk = compile_timed("training chunk", placement.jit(jax.vmap(functions.step)), runner)
+    step_chunk = compile_timed("training chunk", placement.jit(vmap_seeds(functions.step)), runner)
     evaluate_runner = placement.jit(jax.vmap(functions.evaluate))
     training_levels = placement.jit(jax.vmap(functions.training_levels))
 

@@ -127,6 +127,19 @@ class Placement:
         return bool(multihost_utils.broadcast_one_to_all(np.bool_(value)))
 
 
+def vmap_seeds(function):
+    """`jax.vmap(function)` over the leading seed axis, except that a single seed runs unbatched. Under vmap
+    a `lax.cond` on a per-seed value (Robust PLR's PPO step on replay updates only) computes both branches
+    and selects; unbatched it runs only the branch taken, so a one-seed run skips the work it would drop."""
+
+    def over_seeds(tree):
+        if jax.tree.leaves(tree)[0].shape[0] != 1:
+            return jax.vmap(function)(tree)
+        return jax.tree.map(lambda leaf: leaf[None], function(jax.tree.map(lambda leaf: leaf[0], tree)))
+
+    return over_seeds
+
+
 def make_placement(config) -> Placement:
     """The placement the flags ask for, checked against the devices there are (after
     `initialize_distributed`)."""

@@ -8,10 +8,12 @@ import sys
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from algos import dr
-from common.devices import make_placement
+from common.devices import make_placement, vmap_seeds
 from common.runs import ConfigError
 from tests.states import assert_states_close, newest_state
 
@@ -113,3 +115,14 @@ def test_two_processes_on_localhost_agree_with_one(tmp_path):
     two, single = (newest_state(dr, config, tmp_path / name) for name in ("two", "one"))
     assert_states_close(two, single, rtol=1e-5, atol=1e-6)
     assert (tmp_path / "two" / "logs.csv").read_text().count("\n") == 1 + 2 * 2, "one row per seed per log step"
+
+
+def test_vmap_seeds_branches_for_one_seed_and_selects_for_several():
+    def step(x):
+        return jax.lax.cond(x.sum() > 0, lambda: x * 2.0, lambda: x - 1.0)
+
+    one, several = jnp.ones((1, 3)), jnp.stack([jnp.ones(3), -jnp.ones(3)])
+    assert "cond" in str(jax.make_jaxpr(vmap_seeds(step))(one)), "one seed runs unbatched: a real branch"
+    assert "cond" not in str(jax.make_jaxpr(vmap_seeds(step))(several)), "vmapped: both sides, then a select"
+    for seeds in (one, several):
+        np.testing.assert_array_equal(vmap_seeds(step)(seeds), jax.vmap(step)(seeds))

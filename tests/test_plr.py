@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from algos import plr
+from common.devices import vmap_seeds
 from common.runs import ConfigError
 from tests.states import assert_states_close, newest_state
 
@@ -52,7 +53,9 @@ def test_buffer_warms_up_and_replay_happens(tmp_path):
     assert replayed.sum() > 0, "replay must happen once warm"
     assert np.isnan(metrics["level_replay/walls"][replayed == 0]).all()
     assert np.isfinite(metrics["level_replay/walls"][replayed == 1]).all()
-    assert np.isfinite(metrics["ppo/loss"]).all() and np.isfinite(metrics["buffer/mean_score"]).all()
+    assert np.isfinite(metrics["buffer/mean_score"]).all()
+    assert np.isfinite(metrics["ppo/loss"][replayed == 1]).all(), "Robust PLR steps on replay updates"
+    assert np.isnan(metrics["ppo/loss"][replayed == 0]).all(), "and reports no step on the others"
     top = jax.jit(jax.vmap(functions.training_levels))(runner)
     assert top.wall_map.shape == (config.num_seeds, config.num_envs, 5, 5)
 
@@ -64,6 +67,18 @@ def test_robust_plr_learns_only_from_replay(tmp_path, exploratory, learns):
     assert (metrics["buffer/replay_fraction"] == 0).all()
     assert params_changed(before.train_state.params, after.train_state.params) == learns
     assert int(after.buffer.filled.sum()) > 4, "new levels still fill the buffer"
+
+
+def test_one_seed_runs_unbatched_like_the_vmapped_step(tmp_path):
+    config = tiny_config(tmp_path, num_seeds=1)
+    functions = plr.make_train(config)
+    runner = jax.jit(functions.init)(jax.random.split(jax.random.key(0), 1))
+    unbatched, unbatched_metrics = jax.jit(vmap_seeds(functions.step))(runner)
+    batched, batched_metrics = jax.jit(jax.vmap(functions.step))(runner)
+    assert 0 < batched_metrics["buffer/replay_fraction"].sum() < config.total_updates, "both branches taken"
+    assert_states_close(unbatched, batched, rtol=1e-4, atol=1e-6)
+    for key, values in batched_metrics.items():
+        np.testing.assert_allclose(unbatched_metrics[key], values, rtol=1e-4, atol=1e-6, err_msg=key)
 
 
 def test_resume_with_the_buffer_equals_uninterrupted(tmp_path):

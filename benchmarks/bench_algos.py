@@ -38,7 +38,7 @@ import tyro
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from common.devices import make_placement  # noqa: E402
+from common.devices import make_placement, vmap_seeds  # noqa: E402
 from common.provenance import describe_environment  # noqa: E402
 from envs.levels import sample_dr_level  # noqa: E402
 
@@ -148,14 +148,15 @@ def measure(name: str, args: Args, num_envs: int, num_seeds: int) -> dict:
     runner = warm_buffers(jax.jit(functions.init)(jax.random.split(jax.random.key(0), num_seeds)), config)
     runner = placement.place(runner)
     started = time.perf_counter()
-    step_chunk = placement.jit(jax.vmap(functions.step)).lower(runner).compile()
+    step_chunk = placement.jit(vmap_seeds(functions.step)).lower(runner).compile()
     compile_s = time.perf_counter() - started
     runner, _ = jax.block_until_ready(step_chunk(runner))
-    durations = []
+    durations, replay_fractions = [], []
     for _ in range(args.repeats):
         started = time.perf_counter()
-        runner, _ = jax.block_until_ready(step_chunk(runner))
+        runner, metrics = jax.block_until_ready(step_chunk(runner))
         durations.append(time.perf_counter() - started)
+        replay_fractions.append(float(jnp.mean(metrics.get("buffer/replay_fraction", jnp.nan))))
     per_update = statistics.median(durations) / args.updates_per_call
     return {
         "algo": name,
@@ -167,6 +168,8 @@ def measure(name: str, args: Args, num_envs: int, num_seeds: int) -> dict:
         "compile_s": round(compile_s, 2),
         "steady_s_per_update": round(per_update, 4),
         "env_steps_per_s": round(config.env_steps_per_update * num_seeds / per_update),
+        # Sequential PLR/ACCEL: the share of timed updates that replayed (and so took the PPO step).
+        "replay_fraction": None if jnp.isnan(replay_fractions[0]) else round(statistics.mean(replay_fractions), 3),
         "overrides": list(args.set),
         **describe_environment(),
         "config": dataclasses.asdict(config),

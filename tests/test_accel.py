@@ -49,7 +49,8 @@ def test_mutation_follows_replay_and_mutants_enter_the_buffer(tmp_path):
     assert (metrics["buffer/max_mutations"][:, -1] >= 1).all(), "mutants must be inserted"
     generations = runner.buffer.mutations[runner.buffer.filled]
     assert generations.max() >= 1 and metrics["buffer/max_mutations"][:, -1].max() == generations.max()
-    assert np.isfinite(metrics["ppo/loss"]).all()
+    assert np.isfinite(metrics["ppo/loss"][replayed == 1]).all(), "Robust PLR steps on replay updates only"
+    assert np.isnan(metrics["ppo/loss"][replayed == 0]).all(), "new and mutation updates report no step"
 
 
 def test_only_replay_updates_change_the_policy(tmp_path):

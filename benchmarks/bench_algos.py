@@ -168,7 +168,7 @@ def measure(name: str, args: Args, num_envs: int, num_seeds: int) -> dict:
         "compile_s": round(compile_s, 2),
         "steady_s_per_update": round(per_update, 4),
         "env_steps_per_s": round(config.env_steps_per_update * num_seeds / per_update),
-        # Sequential PLR/ACCEL: the share of timed updates that replayed (and so took the PPO step).
+        # Replay methods: the share of timed updates that replayed (and so took the PPO step).
         "replay_fraction": None if jnp.isnan(replay_fractions[0]) else round(statistics.mean(replay_fractions), 3),
         "overrides": list(args.set),
         **describe_environment(),

@@ -49,7 +49,7 @@ from common.runs import (  # noqa: E402
 )
 from envs.heldout import HELDOUT_MAZES, HeldoutMaze  # noqa: E402
 from envs.levels import sample_dr_level, shortest_path_length, wall_count  # noqa: E402
-from envs.maze import NUM_ACTIONS, EnvParams, Level, Observation, reset_to_level, step, step_and_resample  # noqa: E402
+from envs.maze import NUM_ACTIONS, EnvParams, Level, Observation, reset_to_level, step, step_and_resample_batch  # noqa: E402
 from envs.render import render_grid, save_png  # noqa: E402
 
 
@@ -435,7 +435,7 @@ def make_train(config: Config) -> TrainFunctions:
     sample_level = functools.partial(
         sample_dr_level, height=config.maze_size, width=config.maze_size, n_walls=config.n_walls
     )
-    step_env = jax.vmap(functools.partial(step_and_resample, params=env_params, sample_level=sample_level))
+    step_env = functools.partial(step_and_resample_batch, params=env_params, sample_level=sample_level)
     reset_env = jax.vmap(reset_to_level, (None, 0, None))
     eval_mazes = {name: HELDOUT_MAZES[name] for name in config.eval_mazes}
     placement = make_placement(config)

@@ -1,8 +1,8 @@
 """Random-policy AMaze throughput (env steps per second) against the number of parallel envs.
 
 Each measurement is one jitted `lax.scan` of `--num-steps` random-action steps over N envs, with
-`--wrapper resample` (DR: a fresh level is generated for every env at every step and used where an
-episode ended) or `--wrapper restart` (replay: the same level restarts). Compile is timed apart, then
+`--wrapper resample` (DR: a fresh level for each env whose episode ended, `step_and_resample_batch` as
+dr.py runs it) or `--wrapper restart` (replay: the same level restarts). Compile is timed apart, then
 the median of `--repeats` runs after `block_until_ready`. Prints one JSON line per N, then a table.
 
     python benchmarks/bench_env.py --num-envs 32 1024 16384
@@ -35,7 +35,7 @@ from bench_algos import minimax_python  # noqa: E402
 
 from common.provenance import describe_environment  # noqa: E402
 from envs.levels import sample_dr_level  # noqa: E402
-from envs.maze import NUM_ACTIONS, EnvParams, reset_to_level, step_and_resample, step_and_restart  # noqa: E402
+from envs.maze import NUM_ACTIONS, EnvParams, reset_to_level, step_and_resample_batch, step_and_restart  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def make_rollout(args: Args, num_envs: int):
     params = EnvParams()
     sample_level = functools.partial(sample_dr_level, height=args.size, width=args.size, n_walls=args.n_walls)
     if args.wrapper == "resample":
-        step_env = jax.vmap(functools.partial(step_and_resample, params=params, sample_level=sample_level))
+        step_env = functools.partial(step_and_resample_batch, params=params, sample_level=sample_level)
     else:
         step_env = jax.vmap(functools.partial(step_and_restart, params=params))
 

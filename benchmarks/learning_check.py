@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common.provenance import describe_environment  # noqa: E402
 from envs.levels import sample_dr_level  # noqa: E402
-from envs.maze import NUM_ACTIONS, EnvParams, reset_to_level, step_and_resample  # noqa: E402
+from envs.maze import NUM_ACTIONS, EnvParams, reset_to_level, step_and_resample_batch  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ def random_policy_baseline(config: dict, num_envs: int, num_steps: int) -> tuple
     params = EnvParams(max_steps=config["max_steps"], agent_view_size=config["agent_view_size"])
     size = config["maze_size"]
     sample = functools.partial(sample_dr_level, height=size, width=size, n_walls=config["n_walls"])
-    step_env = jax.vmap(functools.partial(step_and_resample, params=params, sample_level=sample))
+    step_env = functools.partial(step_and_resample_batch, params=params, sample_level=sample)
 
     def run(rng):
         rng_levels, rng_steps = jax.random.split(rng)

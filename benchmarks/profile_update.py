@@ -34,7 +34,7 @@ from common import level_buffer  # noqa: E402
 from common.provenance import describe_environment  # noqa: E402
 from envs import teacher  # noqa: E402
 from envs.levels import mutate_level, sample_dr_level  # noqa: E402
-from envs.maze import reset_to_level, step_and_resample, step_and_restart  # noqa: E402
+from envs.maze import reset_to_level, step_and_resample_batch, step_and_restart  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def student_phases(module, config, args: Args, train_state: TrainState, restart:
     if restart:
         step_env = jax.vmap(functools.partial(step_and_restart, params=env_params))
     else:
-        step_env = jax.vmap(functools.partial(step_and_resample, params=env_params, sample_level=sample_level))
+        step_env = functools.partial(step_and_resample_batch, params=env_params, sample_level=sample_level)
     reset_env = jax.vmap(reset_to_level, (None, 0, None))
     carry = module.initial_carry(args.num_envs, config.lstm_size)
 

@@ -10,6 +10,8 @@ API (gymnax-like, explicit params, UED reset):
     obs, state, reward, done, info = step(rng, state, action, params)
 The base `step` never resets; `step_and_restart` replays the same level on done (PLR replay,
 PAIRED students, evaluation) and `step_and_resample` starts a freshly generated level (DR).
+`step_and_resample_batch` is `jax.vmap(step_and_resample)` with the same results, generating levels
+only for the envs whose episode ended.
 """
 
 from collections.abc import Callable
@@ -191,3 +193,38 @@ def step_and_resample(
     obs_reset, state_reset = reset_to_level(rng_level, sample_level(rng_level), params)
     obs, next_state = _select(done, (obs_reset, state_reset), (obs, next_state))
     return obs, next_state, reward, done, info
+
+
+def step_and_resample_batch(
+    rngs: jax.Array,
+    states: EnvState,
+    actions: jax.Array,
+    params: EnvParams,
+    sample_level: Callable[[jax.Array], Level],
+    levels_per_pass: int = 16,
+):
+    """`jax.vmap(step_and_resample)` over a batch of envs, with the same results (same keys per env).
+
+    Generating a level costs ~30x a step and few episodes end per step, so levels are generated only for
+    the envs that are done: up to `levels_per_pass` of them at a time, in a while loop until none is left.
+    """
+    num_envs = actions.shape[0]
+    rng_steps, rng_levels = jnp.unstack(jax.vmap(jax.random.split)(rngs), axis=1)
+    obs, next_states, rewards, dones, infos = jax.vmap(step, (0, 0, 0, None))(rng_steps, states, actions, params)
+
+    def reset_next_done(carry):
+        pending, obs, next_states = carry
+        (envs,) = jnp.nonzero(pending, size=min(levels_per_pass, num_envs), fill_value=num_envs)
+        rng = rng_levels[jnp.minimum(envs, num_envs - 1)]  # the fill index reads a key that is then dropped
+        obs_reset, state_reset = jax.vmap(reset_to_level, (0, 0, None))(rng, jax.vmap(sample_level)(rng), params)
+
+        def put(full, part):
+            return full.at[envs].set(part, mode="drop")
+
+        pending = pending.at[envs].set(False, mode="drop")
+        return pending, jax.tree.map(put, obs, obs_reset), jax.tree.map(put, next_states, state_reset)
+
+    _, obs, next_states = jax.lax.while_loop(
+        lambda carry: jnp.any(carry[0]), reset_next_done, (dones, obs, next_states)
+    )
+    return obs, next_states, rewards, dones, infos

@@ -23,7 +23,7 @@ from envs.levels import (
     validate_level,
     wall_count,
 )
-from envs.maze import EnvParams, make_level, reset_to_level, step, step_and_resample
+from envs.maze import EnvParams, make_level, reset_to_level, step, step_and_resample, step_and_resample_batch
 from envs.render import GOAL_RGB, WALL_RGB, render_grid, render_level, render_rollout, save_gif, save_png
 
 SIMPLE = """
@@ -210,6 +210,40 @@ def test_resample_wrapper_starts_a_new_level_on_done():
     assert bool(done) and int(next_state.time) == 0
     assert not bool(levels_equal(next_state.level, level))
     assert next_state.agent_pos.tolist() == next_state.level.agent_pos.tolist()
+
+
+def test_batched_resample_equals_the_vmapped_wrapper():
+    """Same obs, states, rewards and dones as `vmap(step_and_resample)`, step after step, when more envs end
+    in one step than one pass generates (3 per pass; max_steps 3 ends all 10 envs together), and vmapped
+    over seeds as the training scripts run it."""
+    params = EnvParams(max_steps=3)
+    sample = functools.partial(sample_dr_level, height=7, width=7, n_walls=10)
+    reference = jax.vmap(functools.partial(step_and_resample, params=params, sample_level=sample))
+    batched = functools.partial(step_and_resample_batch, params=params, sample_level=sample, levels_per_pass=3)
+
+    def run(step_envs, rng):
+        levels = jax.vmap(sample)(jax.random.split(rng, 10))
+        _, state = jax.vmap(reset_to_level, (None, 0, None))(rng, levels, params)
+
+        def one_step(state, rng_step):
+            rng_action, rng_env = jax.random.split(rng_step)
+            actions = jax.random.randint(rng_action, (10,), 0, 3)
+            obs, state, reward, done, info = step_envs(jax.random.split(rng_env, 10), state, actions)
+            return state, (obs, state, reward, done, info)
+
+        return jax.lax.scan(one_step, state, jax.random.split(rng, 7))[1]
+
+    seeds = jax.random.split(jax.random.key(5), 2)
+    expected = jax.jit(jax.vmap(functools.partial(run, reference)))(seeds)
+    got = jax.jit(jax.vmap(functools.partial(run, batched)))(seeds)
+    dones = np.asarray(expected[3])
+    assert dones.sum(axis=-1).max() > 3 and 0 < dones.mean() < 1
+    assert not np.array_equal(expected[1].level.wall_map[:, 0], expected[1].level.wall_map[:, -1])
+    for want, have in zip(jax.tree.leaves(expected), jax.tree.leaves(got), strict=True):
+        np.testing.assert_array_equal(np.asarray(have), np.asarray(want))
+    single = jax.jit(functools.partial(run, batched))(seeds[0])
+    for want, have in zip(jax.tree.leaves(expected), jax.tree.leaves(single), strict=True):
+        np.testing.assert_array_equal(np.asarray(have), np.asarray(want)[0])
 
 
 def test_see_agent_and_custom_view_size():

@@ -77,8 +77,9 @@ def make_rollout(args: Args, num_envs: int):
             state, total_reward = carry
             rng_action, rng_env = jax.random.split(rng_step)
             actions = jax.random.randint(rng_action, (num_envs,), 0, NUM_ACTIONS)
-            _, state, reward, _, _ = step_env(jax.random.split(rng_env, num_envs), state, actions)
-            return (state, total_reward + reward.sum()), None
+            obs, state, reward, _, _ = step_env(jax.random.split(rng_env, num_envs), state, actions)
+            # The observation enters the result, as a policy would read it, so XLA cannot skip computing it.
+            return (state, total_reward + reward.sum() + obs.image.sum()), None
 
         (_, total_reward), _ = jax.lax.scan(body, (state, jnp.float32(0)), jax.random.split(rng_steps, args.num_steps))
         return total_reward

@@ -44,10 +44,10 @@ def make_rollout(env, num_envs: int, num_steps: int, restart: bool):
             state, total_reward = carry
             rng_action, rng_env = jax.random.split(rng_step)
             actions = jax.random.randint(rng_action, (num_envs,), 0, num_actions)
-            _, state, reward, _, _ = jax.vmap(env.step, (0, 0, 0, None, 0 if restart else None))(
+            obs, state, reward, _, _ = jax.vmap(env.step, (0, 0, 0, None, 0 if restart else None))(
                 jax.random.split(rng_env, num_envs), state, actions, True, reset_state
             )
-            return (state, total_reward + reward.sum()), None
+            return (state, total_reward + reward.sum() + obs["image"].sum()), None
 
         (_, total_reward), _ = jax.lax.scan(body, (start, jnp.float32(0)), jax.random.split(rng_steps, num_steps))
         return total_reward

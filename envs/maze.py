@@ -205,7 +205,7 @@ def step_and_resample_batch(
 ):
     """`jax.vmap(step_and_resample)` over a batch of envs, with the same results (same keys per env).
 
-    Generating a level costs ~30x a step and few episodes end per step, so levels are generated only for
+    Generating a level costs about 50x a step on CPU and few episodes end per step, so levels are made only for
     the envs that are done: up to `levels_per_pass` of them at a time, in a while loop until none is left.
     """
     num_envs = actions.shape[0]

@@ -19,179 +19,147 @@ Diff against: algos/plr.py.
 
 import functools
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Annotated, Literal, NamedTuple
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-import tyro
 from flax import struct
 from flax.training.train_state import TrainState
+from tyro.conf import OmitArgPrefixes
 
 # SCAFFOLDING: put the repo root on sys.path so `python algos/plr.py` can import envs and common.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import level_buffer, ued_scores  # noqa: E402
-from common.checkpoint import Checkpoints  # noqa: E402
-from common.devices import initialize_distributed, make_placement, vmap_seeds  # noqa: E402
-from common.runs import (  # noqa: E402
-    ConfigError,
-    RunLog,
-    StopSignal,
-    chunk_rows,
-    compile_timed,
-    config_to_dict,
-    one_line_errors,
-    prepare_run_dir,
+from common import driver, level_buffer, ued_scores  # noqa: E402
+from common.config import (  # noqa: E402
+    AT_LEAST_ONE,
+    FRACTION,
+    NON_NEGATIVE,
+    POSITIVE,
+    Range,
+    RunConfig,
     raise_first,
-    record_config,
-    run_config_problems,
-    stop_reason,
+    range_problems,
+    run_problems,
 )
-from envs.heldout import HELDOUT_MAZES, HeldoutMaze  # noqa: E402
+from common.devices import make_placement, vmap_seeds  # noqa: E402
+from common.heldout_eval import heldout_metrics  # noqa: E402
+from envs.heldout import HELDOUT_MAZES  # noqa: E402
 from envs.levels import sample_dr_level, shortest_path_length, wall_count  # noqa: E402
-from envs.maze import NUM_ACTIONS, EnvParams, Level, Observation, reset_to_level, step, step_and_restart  # noqa: E402
-from envs.render import render_grid, save_png  # noqa: E402
+from envs.maze import NUM_ACTIONS, EnvParams, Level, Observation, reset_to_level, step_and_restart  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Environment:
+    maze_size: Annotated[int, Range(2, 101)] = 13
+    """Interior height and width of training mazes."""
+    n_walls: Annotated[int, NON_NEGATIVE] = 60
+    """Wall cells drawn with replacement per training level."""
+    max_steps: Annotated[int, AT_LEAST_ONE] = 250
+    """Episode length limit on training levels."""
+    agent_view_size: Annotated[int, Range(3)] = 5
+    """Side of the agent's egocentric view (odd)."""
+
+
+# copied from algos/dr.py:PPOSettings
+class PPOSettings(NamedTuple):
+    """The hyperparameters of one PPO update (`ppo_loss`, `ppo_update`)."""
+
+    clip_eps: float
+    vf_coef: float
+    ent_coef: float
+    num_epochs: int
+    num_minibatches: int
+
+
+@dataclass(frozen=True)
+class PPO:
+    num_envs: Annotated[int, AT_LEAST_ONE] = 32
+    """Envs per block (new, replay): each update steps 2 x num_envs envs per seed."""
+    num_steps: Annotated[int, AT_LEAST_ONE] = 256
+    """Rollout length per update; PPO back-propagates through all of it."""
+    lr: Annotated[float, POSITIVE] = 3e-4
+    """Adam learning rate."""
+    anneal_lr: bool = False
+    """Anneal the learning rate linearly to 0 over --total-updates (minimax's DR runs did not)."""
+    adam_eps: Annotated[float, POSITIVE] = 1e-5
+    """Adam epsilon."""
+    gamma: Annotated[float, FRACTION] = 0.999
+    """Discount."""
+    gae_lambda: Annotated[float, FRACTION] = 0.95
+    """GAE lambda."""
+    num_epochs: Annotated[int, AT_LEAST_ONE] = 5
+    """PPO epochs per update."""
+    num_minibatches: Annotated[int, AT_LEAST_ONE] = 1
+    """Minibatches per epoch, split along the replay block's envs (1: the whole block is one minibatch)."""
+    clip_eps: Annotated[float, POSITIVE] = 0.2
+    """PPO clip range for the ratio and the value."""
+    ent_coef: Annotated[float, NON_NEGATIVE] = 0.0
+    """Entropy bonus coefficient."""
+    vf_coef: Annotated[float, NON_NEGATIVE] = 0.5
+    """Value loss coefficient."""
+    max_grad_norm: Annotated[float, POSITIVE] = 0.5
+    """Global gradient norm clip."""
+    lstm_size: Annotated[int, AT_LEAST_ONE] = 256
+    """LSTM units of the student."""
+
+    @property
+    def settings(self) -> PPOSettings:
+        return PPOSettings(self.clip_eps, self.vf_coef, self.ent_coef, self.num_epochs, self.num_minibatches)
 
 
 @dataclass(frozen=True)
 class Config:
-    # Run
-    seed: int = 0
-    """Base seed; seed i of the run uses jax.random.split(key(seed), num_seeds)[i]."""
-    num_seeds: int = 1
-    """Independent runs vmapped in one process."""
-    num_devices: int | None = None
-    """Devices to use (default: all, if seeds or envs split evenly over them, else 1). Seeds are split across
-    devices when they divide evenly, otherwise each seed's envs are (common/devices.py)."""
-    shard_envs: bool = False
-    """Split each seed's env batch across the devices (PPO gradients averaged) even when the seeds divide."""
-    coordinator_address: str | None = None
-    """host:port of process 0 in a multi-host run (jax.distributed; default: $JAX_COORDINATOR_ADDRESS)."""
-    num_processes: int = 1
-    """Processes in a multi-host run, one per host (default: $JAX_NUM_PROCESSES or 1)."""
-    process_id: int | None = None
-    """This process's index in a multi-host run (default: $JAX_PROCESS_ID); process 0 writes all files."""
-    run_name: str = "plr_parallel"
-    """Folder name under --runs-dir for config, logs, checkpoints, evaluations and images."""
-    runs_dir: str = "runs"
-    """Where run folders live."""
-    resume: bool = False
-    """Continue the run folder from its newest checkpoint (the config may differ only in run length and logging)."""
-    overwrite: bool = False
-    """Delete an existing run folder of the same name and start over."""
-    total_updates: int = 30_000
-    """Stop after this many updates, replay and new (UED.md: 30,000 student updates)."""
-    total_env_steps: int | None = None
-    """Also stop once each seed has taken this many env steps."""
-    train_seconds: float | None = None
-    """Also stop after this much wall-clock training time in this process."""
-    log_interval: int = 10
-    """Updates per jitted chunk: logs.csv, progress and stop checks happen between chunks."""
-    eval_interval: int = 100
-    """Updates between held-out evaluations (a multiple of --log-interval; 0 disables)."""
-    eval_mazes: tuple[str, ...] = ("SixteenRooms", "Labyrinth", "StandardMaze")
-    """Held-out mazes evaluated during training (UED.md)."""
-    eval_episodes: int = 10
-    """Episodes per maze per seed at each evaluation; actions are sampled, first episode counts."""
-    checkpoint_interval: int = 100
-    """Updates between checkpoints (a multiple of --log-interval)."""
-    keep_checkpoints: int = 2
-    """Newest checkpoints kept in checkpoints/."""
-    archive_interval: int = 0
-    """Updates between checkpoints copied to checkpoints/archive/ and never pruned (0 disables)."""
-    screenshot_interval: int = 100
-    """Updates between PNG grids of the highest-scoring buffer levels in images/ (0 disables; default: each eval)."""
-    track: bool = False
-    """Log to Weights & Biases (one run per seed, grouped by run name; WANDB_MODE=offline works)."""
-    wandb_project: str = "cleanued"
-    """wandb project."""
-    wandb_entity: str | None = None
-    """wandb entity (team or user); default: your wandb default."""
-    # Environment
-    maze_size: int = 13
-    """Interior height and width of training mazes."""
-    n_walls: int = 60
-    """Wall cells drawn with replacement per training level."""
-    max_steps: int = 250
-    """Episode length limit on training levels."""
-    agent_view_size: int = 5
-    """Side of the agent's egocentric view."""
-    # Level replay (UED.md, Parallel PLR column)
-    buffer_size: int = 4000
+    buffer_size: Annotated[int, AT_LEAST_ONE] = 4000
     """Level buffer capacity per seed."""
-    min_fill_ratio: float = 0.5
+    min_fill_ratio: Annotated[float, Range(0, 1, above=True)] = 0.5
     """Replay (and train) only once this fraction of the buffer is filled."""
     score_function: Literal["max_mc", "pvl", "l1_value_loss"] = "max_mc"
     """Level score: MaxMC (against the running max return), positive value loss, or L1 value loss."""
     prioritization: Literal["rank", "proportional"] = "rank"
     """Score prioritization of the replay distribution (rank suits MaxMC, which can be negative)."""
-    temperature: float = 0.3
+    temperature: Annotated[float, POSITIVE] = 0.3
     """Temperature of the score prioritization."""
-    staleness_coef: float = 0.5
+    staleness_coef: Annotated[float, FRACTION] = 0.5
     """Weight of staleness in the replay distribution."""
-    # PPO (UED.md, Parallel PLR column)
-    num_envs: int = 32
-    """Envs per block (new, replay): each update steps 2 x num_envs envs per seed."""
-    num_steps: int = 256
-    """Rollout length per update; PPO back-propagates through all of it."""
-    lr: float = 3e-4
-    """Adam learning rate."""
-    anneal_lr: bool = False
-    """Anneal the learning rate linearly to 0 over --total-updates (minimax's DR runs did not)."""
-    adam_eps: float = 1e-5
-    """Adam epsilon."""
-    gamma: float = 0.999
-    """Discount."""
-    gae_lambda: float = 0.95
-    """GAE lambda."""
-    num_epochs: int = 5
-    """PPO epochs per update."""
-    num_minibatches: int = 1
-    """Minibatches per epoch, split along the replay block's envs (1: the whole block is one minibatch)."""
-    clip_eps: float = 0.2
-    """PPO clip range for the ratio and the value."""
-    ent_coef: float = 0.0
-    """Entropy bonus coefficient."""
-    vf_coef: float = 0.5
-    """Value loss coefficient."""
-    max_grad_norm: float = 0.5
-    """Global gradient norm clip."""
-    lstm_size: int = 256
-    """LSTM units of the student."""
+    env: Annotated[Environment, OmitArgPrefixes] = Environment()
+    """Environment: AMaze training levels."""
+    ppo: Annotated[PPO, OmitArgPrefixes] = PPO()
+    """PPO and the student network (UED.md, Parallel PLR column)."""
+    run: Annotated[RunConfig, OmitArgPrefixes] = RunConfig(run_name="plr_parallel", screenshot_interval=100)
+    """Run: seeds, length, folder, logging and evaluation (common/config.py)."""
 
     def __post_init__(self):
+        raise_first(range_problems(self))
+        env, ppo = self.env, self.ppo
         raise_first(
             [
-                *run_config_problems(self),
+                *run_problems(self.run, ppo.num_envs),
                 (
-                    self.num_envs % self.num_minibatches != 0,
-                    f"--num-envs ({self.num_envs}) must be divisible by --num-minibatches ({self.num_minibatches})",
-                ),
-                (not 0 <= self.n_walls, "--n-walls must be non-negative"),
-                (self.maze_size < 2, "--maze-size must be at least 2"),
-                (
-                    self.agent_view_size % 2 == 0 or self.agent_view_size < 3,
-                    "--agent-view-size must be odd and at least 3",
+                    ppo.num_envs % ppo.num_minibatches != 0,
+                    f"--num-envs ({ppo.num_envs}) must be divisible by --num-minibatches ({ppo.num_minibatches})",
                 ),
                 (
-                    self.buffer_size < self.num_envs,
-                    f"--buffer-size ({self.buffer_size}) must hold at least --num-envs ({self.num_envs}) levels",
+                    env.n_walls > env.maze_size**2 - 2,
+                    f"--n-walls ({env.n_walls}) must leave two cells free for the agent and the goal: at most "
+                    f"{env.maze_size**2 - 2} in a {env.maze_size}x{env.maze_size} maze",
                 ),
-                (not 0.0 < self.min_fill_ratio <= 1.0, "--min-fill-ratio must be in (0, 1]"),
-                (self.temperature <= 0, "--temperature must be positive"),
-                (not 0.0 <= self.staleness_coef <= 1.0, "--staleness-coef must be in [0, 1]"),
+                (env.agent_view_size % 2 == 0, f"--agent-view-size must be odd, got {env.agent_view_size}"),
+                (
+                    self.buffer_size < self.ppo.num_envs,
+                    f"--buffer-size ({self.buffer_size}) must hold at least --num-envs ({self.ppo.num_envs}) levels",
+                ),
             ]
         )
 
     @property
     def env_steps_per_update(self) -> int:
-        return self.num_blocks * self.num_envs * self.num_steps
+        return self.num_blocks * self.ppo.num_envs * self.ppo.num_steps
 
     @property
     def num_blocks(self) -> int:
@@ -200,7 +168,7 @@ class Config:
 
     @property
     def env_params(self) -> EnvParams:
-        return EnvParams(max_steps=self.max_steps, agent_view_size=self.agent_view_size)
+        return EnvParams(max_steps=self.env.max_steps, agent_view_size=self.env.agent_view_size)
 
     @property
     def buffer_settings(self) -> dict:
@@ -297,25 +265,6 @@ class RolloutState(NamedTuple):  # leaves [num_envs, ...]
     reset: jax.Array  # the last step ended an episode
 
 
-# copied from algos/dr.py:EvalState
-class EvalState(NamedTuple):  # leaves [num_episodes, ...]
-    obs: Observation
-    env_state: object
-    carry: tuple[jax.Array, jax.Array]
-    finished: jax.Array  # the first episode has ended
-    returns: jax.Array
-    lengths: jax.Array
-
-
-# copied from algos/dr.py:EvalResult
-class EvalResult(NamedTuple):
-    returns: jax.Array  # [E], first episode of each attempt
-    episode_length: jax.Array  # [E], steps of that episode
-    levels: Level  # [E]
-    agent_pos: jax.Array  # [T, E, 2]
-    agent_dir: jax.Array  # [T, E]
-
-
 # copied from algos/dr.py:add_time_axis
 def add_time_axis(tree):
     return jax.tree.map(lambda x: x[None], tree)
@@ -358,7 +307,9 @@ def compute_gae(transitions: Transition, last_value: jax.Array, gamma: float, ga
 
 
 # copied from algos/dr.py:ppo_loss
-def ppo_loss(params, network, carry, transitions: Transition, advantages, targets, config):
+def ppo_loss(params, network, carry, transitions: Transition, advantages, targets, settings: PPOSettings):
+    """The clipped PPO objective on one minibatch: (loss, metrics). Advantages are normalised over the minibatch;
+    the value loss is clipped like the ratio (both as in minimax)."""
     _, logits, value = network.apply(params, carry, transitions.obs, transitions.reset)
     log_probs = jax.nn.log_softmax(logits)
     log_prob = jnp.take_along_axis(log_probs, transitions.action[..., None], -1)[..., 0]
@@ -366,30 +317,32 @@ def ppo_loss(params, network, carry, transitions: Transition, advantages, target
     log_ratio = log_prob - transitions.log_prob
     ratio = jnp.exp(log_ratio)
     advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-    clipped_ratio = jnp.clip(ratio, 1.0 - config.clip_eps, 1.0 + config.clip_eps)
+    clipped_ratio = jnp.clip(ratio, 1.0 - settings.clip_eps, 1.0 + settings.clip_eps)
     policy_loss = -jnp.minimum(ratio * advantages, clipped_ratio * advantages).mean()
-    clipped_value = transitions.value + jnp.clip(value - transitions.value, -config.clip_eps, config.clip_eps)
+    clipped_value = transitions.value + jnp.clip(value - transitions.value, -settings.clip_eps, settings.clip_eps)
     value_loss = 0.5 * jnp.maximum((value - targets) ** 2, (clipped_value - targets) ** 2).mean()
-    loss = policy_loss + config.vf_coef * value_loss - config.ent_coef * entropy
+    loss = policy_loss + settings.vf_coef * value_loss - settings.ent_coef * entropy
     metrics = {
         "ppo/loss": loss,
         "ppo/policy_loss": policy_loss,
         "ppo/value_loss": value_loss,
         "ppo/entropy": entropy,
         "ppo/approx_kl": ((ratio - 1.0) - log_ratio).mean(),
-        "ppo/clip_frac": (jnp.abs(ratio - 1.0) > config.clip_eps).mean(),
+        "ppo/clip_frac": (jnp.abs(ratio - 1.0) > settings.clip_eps).mean(),
     }
     return loss, metrics
 
 
 # copied from algos/dr.py:ppo_update
-def ppo_update(rng, train_state: TrainState, network, carry, transitions: Transition, advantages, targets, config):
+def ppo_update(
+    rng, train_state: TrainState, network, carry, transitions: Transition, advantages, targets, settings: PPOSettings
+):
     """`num_epochs` epochs of `num_minibatches` minibatches split along envs, each back-propagating through
     the whole rollout from its initial LSTM carry. Returns (train_state, metrics averaged over minibatches)."""
     num_envs = transitions.reward.shape[1]
 
     def epoch(train_state, rng_epoch):
-        order = jax.random.permutation(rng_epoch, num_envs).reshape(config.num_minibatches, -1)  # [M, B/M]
+        order = jax.random.permutation(rng_epoch, num_envs).reshape(settings.num_minibatches, -1)  # [M, B/M]
         batches = (
             jax.tree.map(lambda x: x[order], carry),  # [M, B/M, H]
             jax.tree.map(lambda x: jnp.moveaxis(x[:, order], 1, 0), (transitions, advantages, targets)),  # [M, T, B/M]
@@ -398,14 +351,14 @@ def ppo_update(rng, train_state: TrainState, network, carry, transitions: Transi
         def minibatch(train_state, batch):
             batch_carry, (batch_transitions, batch_advantages, batch_targets) = batch
             grads, metrics = jax.grad(ppo_loss, has_aux=True)(
-                train_state.params, network, batch_carry, batch_transitions, batch_advantages, batch_targets, config
+                train_state.params, network, batch_carry, batch_transitions, batch_advantages, batch_targets, settings
             )
             metrics["ppo/grad_norm"] = optax.tree.norm(grads)
             return train_state.apply_gradients(grads=grads), metrics
 
         return jax.lax.scan(minibatch, train_state, batches)
 
-    train_state, metrics = jax.lax.scan(epoch, train_state, jax.random.split(rng, config.num_epochs))
+    train_state, metrics = jax.lax.scan(epoch, train_state, jax.random.split(rng, settings.num_epochs))
     return train_state, jax.tree.map(jnp.mean, metrics)
 
 
@@ -460,70 +413,23 @@ def buffer_metrics(buffer: level_buffer.LevelBuffer, settings: dict) -> dict:
     }
 
 
-# copied from algos/dr.py:evaluate
-def evaluate(
-    rng, network, params, maze: HeldoutMaze, env_params: EnvParams, num_episodes: int, lstm_size: int
-) -> EvalResult:
-    """Sampled-action rollouts on `num_episodes` levels of `maze`, counting each one's first episode.
-
-    Trajectories cover the maze's max_steps; they feed GIFs and jit drops them when unused."""
-    rng_levels, rng_steps = jax.random.split(rng)
-    env_params = maze.env_params(env_params)
-    levels = jax.vmap(maze.sample)(jax.random.split(rng_levels, num_episodes))
-    obs, env_state = jax.vmap(reset_to_level, (None, 0, None))(rng_levels, levels, env_params)
-    step_env = jax.vmap(functools.partial(step, params=env_params))
-
-    def one_step(state: EvalState, rng_step):
-        rng_action, rng_env = jax.random.split(rng_step)
-        no_reset = jnp.zeros((1, num_episodes), bool)
-        carry, logits, _ = network.apply(params, state.carry, add_time_axis(state.obs), no_reset)
-        action = jax.random.categorical(rng_action, logits[0])
-        obs, env_state, reward, done, _ = step_env(jax.random.split(rng_env, num_episodes), state.env_state, action)
-        state = EvalState(
-            obs=obs,
-            env_state=env_state,
-            carry=carry,
-            finished=state.finished | done,
-            returns=state.returns + jnp.where(state.finished, 0.0, reward),
-            lengths=state.lengths + ~state.finished,
-        )
-        return state, (env_state.agent_pos, env_state.agent_dir)
-
-    zeros = jnp.zeros(num_episodes, jnp.int32)
-    start = EvalState(obs, env_state, initial_carry(num_episodes, lstm_size), zeros.astype(bool), zeros * 0.0, zeros)
-    end, (positions, directions) = jax.lax.scan(one_step, start, jax.random.split(rng_steps, maze.max_steps))
-    return EvalResult(end.returns, end.lengths, levels, positions, directions)
-
-
 # copied from algos/dr.py:make_optimizer
 def make_optimizer(config: Config):
-    learning_rate = (
-        optax.linear_schedule(config.lr, 0.0, config.total_updates * config.num_epochs * config.num_minibatches)
-        if config.anneal_lr
-        else config.lr
-    )
-    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(learning_rate, eps=config.adam_eps))
+    ppo = config.ppo
+    steps = config.run.total_updates * ppo.num_epochs * ppo.num_minibatches
+    learning_rate = optax.linear_schedule(ppo.lr, 0.0, steps) if ppo.anneal_lr else ppo.lr
+    return optax.chain(optax.clip_by_global_norm(ppo.max_grad_norm), optax.adam(learning_rate, eps=ppo.adam_eps))
 
 
-# copied from algos/dr.py:TrainFunctions
-class TrainFunctions(NamedTuple):
-    init: callable  # rngs [num_seeds] -> RunnerState of all seeds
-    step: callable  # RunnerState -> (RunnerState, metrics {key: [log_interval]})
-    evaluate: callable  # RunnerState -> metrics {key: scalar}
-    training_levels: callable  # RunnerState -> Level batch, for pictures
-    train: callable  # rngs [num_seeds] -> (RunnerState, (metrics, eval metrics)): the whole run, pure
-
-
-def make_train(config: Config) -> TrainFunctions:
+def make_train(config: Config) -> driver.BatchedOverSeeds:
+    env, ppo, run = config.env, config.ppo, config.run
     env_params = config.env_params
     network = ActorCritic()
-    sample_level = functools.partial(
-        sample_dr_level, height=config.maze_size, width=config.maze_size, n_walls=config.n_walls
-    )
+    sample_level = functools.partial(sample_dr_level, height=env.maze_size, width=env.maze_size, n_walls=env.n_walls)
     step_env = jax.vmap(functools.partial(step_and_restart, params=env_params))
     reset_env = jax.vmap(reset_to_level, (None, 0, None))
-    eval_mazes = {name: HELDOUT_MAZES[name] for name in config.eval_mazes}
-    placement = make_placement(config)
+    eval_mazes = {name: HELDOUT_MAZES[name] for name in run.eval_mazes}
+    placement = make_placement(run, ppo.num_envs)
     settings = config.buffer_settings
 
     def init(rng) -> RunnerState:
@@ -531,7 +437,7 @@ def make_train(config: Config) -> TrainFunctions:
         dummy_level = jax.vmap(sample_level)(jax.random.split(rng, 1))
         dummy_obs, _ = reset_env(rng, dummy_level, env_params)
         params = network.init(
-            rng_params, initial_carry(1, config.lstm_size), add_time_axis(dummy_obs), jnp.zeros((1, 1), bool)
+            rng_params, initial_carry(1, ppo.lstm_size), add_time_axis(dummy_obs), jnp.zeros((1, 1), bool)
         )
         train_state = TrainState.create(apply_fn=network.apply, params=params, tx=make_optimizer(config))
         buffer = level_buffer.empty_buffer(jax.tree.map(lambda x: x[0], dummy_level), config.buffer_size)
@@ -545,7 +451,7 @@ def make_train(config: Config) -> TrainFunctions:
     def update(runner: RunnerState, _):
         rng, rng_new, rng_stand_in, rng_replay, rng_rollout, rng_ppo = jax.random.split(runner.rng, 6)
         params, buffer = runner.train_state.params, runner.buffer
-        num_envs, num_blocks = config.num_envs, config.num_blocks
+        num_envs, num_blocks = ppo.num_envs, config.num_blocks
         new_envs, replay_envs = slice(0, num_envs), slice(num_envs, 2 * num_envs)
         # CURRICULUM: a block of fresh DR levels and a block replayed from the buffer, played together; until
         # the buffer is warm the replay block plays a second set of fresh levels.
@@ -556,13 +462,13 @@ def make_train(config: Config) -> TrainFunctions:
         replay_levels = select(warm, jax.tree.map(lambda x: x[slots], buffer.levels), stand_in_levels)
         levels = jax.tree.map(lambda *blocks: jnp.concatenate(blocks), new_levels, replay_levels)
         obs, env_state = reset_env(rng_new, levels, env_params)
-        carry = initial_carry(num_blocks * num_envs, config.lstm_size)
+        carry = initial_carry(num_blocks * num_envs, ppo.lstm_size)
         # ROLLOUT
         start = placement.split_envs(RolloutState(obs, env_state, carry, reset=jnp.ones(num_blocks * num_envs, bool)))
-        transitions, end = rollout(rng_rollout, network, params, start, step_env, config.num_steps)
+        transitions, end = rollout(rng_rollout, network, params, start, step_env, ppo.num_steps)
         # ADVANTAGES
         _, _, last_value = network.apply(params, end.carry, add_time_axis(end.obs), end.reset[None])
-        advantages, targets = compute_gae(transitions, last_value[0], config.gamma, config.gae_lambda)
+        advantages, targets = compute_gae(transitions, last_value[0], ppo.gamma, ppo.gae_lambda)
         # LEVEL SCORES -> BUFFER: replayed levels update their slots, then the other blocks compete for one
         # (the replay block too while it stands in with fresh levels).
         previous_max = (
@@ -583,8 +489,8 @@ def make_train(config: Config) -> TrainFunctions:
         replay_block = jax.tree.map(lambda x: x[:, replay_envs], (transitions, advantages, targets))
 
         def ppo_step():
-            carry = initial_carry(num_envs, config.lstm_size)
-            return ppo_update(rng_ppo, runner.train_state, network, carry, *replay_block, config)
+            carry = initial_carry(num_envs, ppo.lstm_size)
+            return ppo_update(rng_ppo, runner.train_state, network, carry, *replay_block, ppo.settings)
 
         def no_ppo_step():  # NaN metrics, so logs average only the updates that took a step
             metrics = jax.eval_shape(ppo_step)[1]
@@ -613,138 +519,32 @@ def make_train(config: Config) -> TrainFunctions:
         return runner, metrics
 
     def step_chunk(runner: RunnerState):
-        return jax.lax.scan(update, runner, None, config.log_interval)
+        return jax.lax.scan(update, runner, None, run.log_interval)
 
     def evaluate_runner(runner: RunnerState) -> dict:
         # EVAL
         rng = jax.random.fold_in(runner.rng_eval, runner.update)
-        metrics = {}
-        for index, (name, maze) in enumerate(eval_mazes.items()):
-            returns = evaluate(
-                jax.random.fold_in(rng, index),
-                network,
-                runner.train_state.params,
-                maze,
-                env_params,
-                config.eval_episodes,
-                config.lstm_size,
-            ).returns
-            metrics[f"eval/solve_rate/{name}"] = (returns > 0).mean()
-            metrics[f"eval/return/{name}"] = returns.mean()
-        return metrics
+        carry = initial_carry(run.eval_episodes, ppo.lstm_size)
+        params = runner.train_state.params
+        return heldout_metrics(rng, network.apply, params, carry, eval_mazes, env_params, run.eval_episodes)
 
     def training_levels(runner: RunnerState) -> Level:
         """The highest-scoring buffer levels (empty slots last)."""
         buffer = runner.buffer
-        top = jnp.argsort(jnp.where(buffer.filled, -buffer.scores, jnp.inf))[: min(config.num_envs, config.buffer_size)]
+        top = jnp.argsort(jnp.where(buffer.filled, -buffer.scores, jnp.inf))[: min(ppo.num_envs, config.buffer_size)]
         return jax.tree.map(lambda x: x[top], buffer.levels)
 
-    def train(rngs):
-        """The whole run for all seeds as one pure function (`jax.jit(train)(rngs)`): periods of
-        eval_interval updates > chunks of log_interval > updates, evaluating after each period. Seeds are
-        vmapped inside the chunk loop, exactly as main() drives them, so chunked driving is bitwise equal
-        to this; vmapping the outer loops instead lets XLA reorder float reductions."""
-        step_seeds, evaluate_seeds = vmap_seeds(step_chunk), jax.vmap(evaluate_runner)
-        chunks = lambda runner, num_chunks: jax.lax.scan(lambda r, _: step_seeds(r), runner, None, num_chunks)  # noqa: E731
-        runner = init_seeds(rngs)
-        if config.eval_interval == 0:
-            runner, metrics = chunks(runner, config.total_updates // config.log_interval)
-            return runner, (metrics, {})
-
-        def period(runner, _):
-            runner, metrics = chunks(runner, config.eval_interval // config.log_interval)
-            return runner, (metrics, evaluate_seeds(runner))
-
-        return jax.lax.scan(period, runner, None, config.total_updates // config.eval_interval)
-
-    return TrainFunctions(init_seeds, step_chunk, evaluate_runner, training_levels, train)
+    step_seeds, evaluate_seeds = vmap_seeds(step_chunk), jax.vmap(evaluate_runner)
+    train = driver.whole_run(init_seeds, step_seeds, evaluate_seeds, run)
+    return driver.BatchedOverSeeds(init_seeds, step_seeds, evaluate_seeds, jax.vmap(training_levels), train)
 
 
-# copied from algos/dr.py:policy_params
-def policy_params(runner: RunnerState, policy: str):
-    """The parameters of a named policy in the runner state (the evaluate command's --policy)."""
-    if policy != "student":
-        raise ConfigError(f"unknown policy {policy!r} for DR; choose from: student")
-    return runner.train_state.params
-
-
-# copied from algos/dr.py:main
-def main(config: Config) -> None:
-    initialize_distributed(config)
-    placement = make_placement(config)
-    writer = placement.is_main_process  # in a multi-host run only process 0 writes files
-    run_dir = prepare_run_dir(config) if writer else Path(config.runs_dir) / config.run_name
-    functions = make_train(config)
-    init = jax.jit(functions.init)
-    rngs = jax.random.split(jax.random.key(config.seed), config.num_seeds)
-    checkpoints = Checkpoints(run_dir, config.keep_checkpoints, config.archive_interval, config_to_dict(config))
-    restored = checkpoints.restore(jax.eval_shape(init, rngs)) if config.resume else None
-    runner, update = restored if restored else (init(rngs), 0)
-    runner = placement.place(runner)
-    if writer:
-        record_config(run_dir, config, script=f"algos/{Path(__file__).name}")
-    if restored:
-        print(f"resumed {run_dir} at update {update}", file=sys.stderr)
-    step_chunk = compile_timed("training chunk", placement.jit(vmap_seeds(functions.step)), runner)
-    evaluate_runner = placement.jit(jax.vmap(functions.evaluate))
-    training_levels = placement.jit(jax.vmap(functions.training_levels))
-
-    metric_keys = [key for key in step_chunk.out_info[1] if key != "health/finite"]
-    eval_keys = list(jax.eval_shape(evaluate_runner, runner)) if config.eval_interval else []
-    headline = (*HEADLINE_METRICS, *(key for key in eval_keys if "solve_rate" in key))
-    log = RunLog(config, run_dir, metric_keys + eval_keys, update, headline) if writer else None
-    saved_update = update if restored else None
-    started = time.perf_counter()
-    with StopSignal() as stop_signal:
-        while True:
-            reason = stop_reason(config, update, update * config.env_steps_per_update, time.perf_counter() - started)
-            # Every process must run the same computations, so process 0's stop decisions are broadcast.
-            if placement.agree(reason is not None):
-                break
-            chunk_started = time.perf_counter()
-            next_runner, metrics = step_chunk(runner)
-            metrics = placement.to_host(metrics)  # blocks: the timing below is true
-            env_steps_per_s = (
-                config.log_interval
-                * config.env_steps_per_update
-                * config.num_seeds
-                / (time.perf_counter() - chunk_started)
-            )
-            finite = metrics.pop("health/finite").all(axis=1)
-            if not finite.all():
-                newest = checkpoints.newest()
-                raise SystemExit(
-                    f"error: non-finite loss or parameters in updates {update + 1}-{update + config.log_interval} "
-                    f"(seeds {np.flatnonzero(~finite).tolist()}); last good checkpoint: {newest or 'none'}"
-                )
-            runner, update = next_runner, update + config.log_interval
-            rows = chunk_rows(
-                metrics, update, update * config.env_steps_per_update, time.perf_counter() - started, env_steps_per_s
-            )
-            if config.eval_interval and update % config.eval_interval == 0:
-                eval_metrics = placement.to_host(evaluate_runner(runner))
-                for seed, row in enumerate(rows):
-                    row.update({key: float(values[seed]) for key, values in eval_metrics.items()})
-            if config.screenshot_interval and update % config.screenshot_interval == 0:
-                first_seed_levels = jax.tree.map(lambda x: x[0], placement.to_host(training_levels(runner)))
-                if writer:
-                    save_png(render_grid(first_seed_levels), run_dir / "images" / f"levels_update_{update:08d}.png")
-            if writer:
-                log.write(rows, env_steps_per_s)
-            stop_requested = placement.agree(bool(stop_signal.requested))
-            if update % config.checkpoint_interval == 0 or stop_requested:
-                placement.save(checkpoints, runner, update)
-                saved_update = update
-            if stop_requested:
-                reason = f"stopped by {stop_signal.requested or 'process 0'}"
-                break
-    if saved_update != update:
-        placement.save(checkpoints, runner, update)
-    if writer:
-        log.close()
-        print(f"{reason}; {run_dir} at update {update}", file=sys.stderr)
+# copied from algos/dr.py:policies
+def policies(config: Config) -> dict:
+    """The policies a run holds, by name, for `common.evaluate --policy`: each maps a runner state to its
+    parameters."""
+    return {"student": lambda runner: runner.train_state.params}
 
 
 if __name__ == "__main__":
-    with one_line_errors():
-        main(tyro.cli(Config))
+    driver.main(Config, make_train, __doc__, __file__, HEADLINE_METRICS)

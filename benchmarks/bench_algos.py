@@ -19,7 +19,6 @@ speed-up per method follows.
     python benchmarks/bench_algos.py --algos dr plr --minimax
 """
 
-import dataclasses
 import functools
 import importlib.util
 import json
@@ -38,7 +37,8 @@ import tyro
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from common.devices import make_placement, vmap_seeds  # noqa: E402
+from common.config import flags_of, with_flags  # noqa: E402
+from common.devices import make_placement  # noqa: E402
 from common.provenance import describe_environment  # noqa: E402
 from envs.levels import sample_dr_level  # noqa: E402
 
@@ -114,7 +114,9 @@ def warm_buffers(runner, config):
     buffer = runner.buffer
     num_seeds, capacity = buffer.scores.shape
     rng_levels, rng_scores, rng_ages = jax.random.split(jax.random.key(1), 3)
-    sample = functools.partial(sample_dr_level, height=config.maze_size, width=config.maze_size, n_walls=config.n_walls)
+    sample = functools.partial(
+        sample_dr_level, height=config.env.maze_size, width=config.env.maze_size, n_walls=config.env.n_walls
+    )
     levels = jax.vmap(jax.vmap(sample))(jax.random.split(rng_levels, (num_seeds, capacity)))
     scores = jax.random.uniform(rng_scores, (num_seeds, capacity))
     full = buffer.replace(
@@ -130,7 +132,8 @@ def warm_buffers(runner, config):
 def measure(name: str, args: Args, num_envs: int, num_seeds: int) -> dict:
     module = load_algo(name)
     overrides = {key: _parse(value) for key, value in (item.split("=", 1) for item in args.set)}
-    config = module.Config(
+    config = with_flags(
+        module.Config(),
         **overrides,
         num_envs=num_envs,
         num_steps=args.num_steps,
@@ -144,11 +147,11 @@ def measure(name: str, args: Args, num_envs: int, num_seeds: int) -> dict:
         screenshot_interval=0,
     )
     functions = module.make_train(config)
-    placement = make_placement(config)
+    placement = make_placement(config.run, config.ppo.num_envs)
     runner = warm_buffers(jax.jit(functions.init)(jax.random.split(jax.random.key(0), num_seeds)), config)
     runner = placement.place(runner)
     started = time.perf_counter()
-    step_chunk = placement.jit(vmap_seeds(functions.step)).lower(runner).compile()
+    step_chunk = placement.jit(functions.step).lower(runner).compile()
     compile_s = time.perf_counter() - started
     runner, _ = jax.block_until_ready(step_chunk(runner))
     durations, replay_fractions = [], []
@@ -172,7 +175,7 @@ def measure(name: str, args: Args, num_envs: int, num_seeds: int) -> dict:
         "replay_fraction": None if jnp.isnan(replay_fractions[0]) else round(statistics.mean(replay_fractions), 3),
         "overrides": list(args.set),
         **describe_environment(),
-        "config": dataclasses.asdict(config),
+        "config": flags_of(config),
     }
 
 

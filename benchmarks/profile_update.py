@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_algos import load_algo, warm_buffers  # noqa: E402
 
 from common import level_buffer  # noqa: E402
+from common.config import with_flags  # noqa: E402
 from common.provenance import describe_environment  # noqa: E402
 from envs import teacher  # noqa: E402
 from envs.levels import mutate_level, sample_dr_level  # noqa: E402
@@ -81,14 +82,14 @@ def student_phases(module, config, args: Args, train_state: TrainState, restart:
     network = module.ActorCritic()
     env_params = config.env_params
     sample_level = functools.partial(
-        sample_dr_level, height=config.maze_size, width=config.maze_size, n_walls=config.n_walls
+        sample_dr_level, height=config.env.maze_size, width=config.env.maze_size, n_walls=config.env.n_walls
     )
     if restart:
         step_env = jax.vmap(functools.partial(step_and_restart, params=env_params))
     else:
         step_env = functools.partial(step_and_resample_batch, params=env_params, sample_level=sample_level)
     reset_env = jax.vmap(reset_to_level, (None, 0, None))
-    carry = module.initial_carry(args.num_envs, config.lstm_size)
+    carry = module.initial_carry(args.num_envs, config.ppo.lstm_size)
 
     def start_state(rng):
         levels = jax.vmap(sample_level)(jax.random.split(rng, args.num_envs))
@@ -103,14 +104,16 @@ def student_phases(module, config, args: Args, train_state: TrainState, restart:
 
     transitions, last_value = jax.jit(play)(jax.random.key(1))
     advantages, targets = jax.jit(module.compute_gae, static_argnums=(2, 3))(
-        transitions, last_value, config.gamma, config.gae_lambda
+        transitions, last_value, config.ppo.gamma, config.ppo.gae_lambda
     )
 
     def gae(total, rng):
-        return touch(total, module.compute_gae(transitions, last_value + total, config.gamma, config.gae_lambda))
+        return touch(
+            total, module.compute_gae(transitions, last_value + total, config.ppo.gamma, config.ppo.gae_lambda)
+        )
 
     def ppo(state, rng):
-        return module.ppo_update(rng, state, network, carry, transitions, advantages, targets, config)[0]
+        return module.ppo_update(rng, state, network, carry, transitions, advantages, targets, config.ppo.settings)[0]
 
     zero = jnp.zeros(())
     phases = [
@@ -127,7 +130,7 @@ def replay_phases(module, config, args: Args, buffer: level_buffer.LevelBuffer, 
     settings = config.buffer_settings
     zeros = jnp.zeros(args.num_envs)
     sample_level = functools.partial(
-        sample_dr_level, height=config.maze_size, width=config.maze_size, n_walls=config.n_walls
+        sample_dr_level, height=config.env.maze_size, width=config.env.maze_size, n_walls=config.env.n_walls
     )
 
     def scores(total, rng):
@@ -197,7 +200,7 @@ def teacher_phases(module, config, args: Args, teacher_state: TrainState) -> lis
 
 def main(args: Args) -> None:
     module = load_algo(args.algo)
-    config = module.Config(num_envs=args.num_envs, num_steps=args.num_steps)
+    config = with_flags(module.Config(), num_envs=args.num_envs, num_steps=args.num_steps)
     runner = warm_buffers(jax.jit(module.make_train(config).init)(jax.random.split(jax.random.key(0), 1)), config)
     runner = jax.tree.map(lambda x: x[0], runner)
     if args.algo == "paired":

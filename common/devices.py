@@ -24,42 +24,36 @@ from common.errors import ConfigError
 
 AXIS = "devices"
 
-PLACEMENT_FIELDS = frozenset({"num_devices", "shard_envs", "coordinator_address", "num_processes", "process_id"})
-"""Config fields that say where a run executes; a run may resume with different ones."""
 
-
-def placement_problems(config) -> list[tuple[bool, str]]:
-    """(failed, message) checks of the placement flags that need no device query (run before any JAX call,
-    which must come after `jax.distributed.initialize`)."""
-    devices = config.num_devices
+def placement_problems(devices, num_seeds: int, num_envs: int) -> list[tuple[bool, str]]:
+    """(failed, message) checks of the placement flags (common.config.Devices, each already in its range) that
+    need no device query (run before any JAX call, which must come after `jax.distributed.initialize`)."""
     return [
-        (devices is not None and devices < 1, f"--num-devices must be at least 1, got {devices}"),
-        (config.num_processes < 1, f"--num-processes must be at least 1, got {config.num_processes}"),
         (
-            config.process_id is not None and not 0 <= config.process_id < config.num_processes,
-            f"--process-id ({config.process_id}) must be in [0, --num-processes ({config.num_processes}))",
+            devices.process_id is not None and devices.process_id >= devices.num_processes,
+            f"--process-id ({devices.process_id}) must be in [0, --num-processes ({devices.num_processes}))",
         ),
-        *env_split_problems(config, devices),
+        *env_split_problems(devices.shard_envs, devices.num_devices, num_seeds, num_envs),
     ]
 
 
-def env_split_problems(config, devices: int | None) -> list[tuple[bool, str]]:
-    shards_envs = devices is not None and devices > 1 and (config.shard_envs or config.num_seeds % devices != 0)
-    reason = "with --shard-envs" if config.shard_envs else f"as --num-seeds ({config.num_seeds}) does not divide"
+def env_split_problems(shard_envs: bool, count: int | None, num_seeds: int, num_envs: int) -> list[tuple[bool, str]]:
+    shards = count is not None and count > 1 and (shard_envs or num_seeds % count != 0)
+    reason = "with --shard-envs" if shard_envs else f"as --num-seeds ({num_seeds}) does not divide"
     return [
         (
-            shards_envs and config.num_envs % devices != 0,
-            f"--num-envs ({config.num_envs}) must be divisible by --num-devices ({devices}) to split envs across "
+            shards and num_envs % count != 0,
+            f"--num-envs ({num_envs}) must be divisible by --num-devices ({count}) to split envs across "
             f"devices ({reason})",
         )
     ]
 
 
-def initialize_distributed(config) -> None:
+def initialize_distributed(devices) -> None:
     """Join the other processes of a multi-host run (a no-op for a single process)."""
-    address = config.coordinator_address or os.environ.get("JAX_COORDINATOR_ADDRESS")
-    num_processes = int(os.environ.get("JAX_NUM_PROCESSES", config.num_processes))
-    process_id = config.process_id if config.process_id is not None else os.environ.get("JAX_PROCESS_ID")
+    address = devices.coordinator_address or os.environ.get("JAX_COORDINATOR_ADDRESS")
+    num_processes = int(os.environ.get("JAX_NUM_PROCESSES", devices.num_processes))
+    process_id = devices.process_id if devices.process_id is not None else os.environ.get("JAX_PROCESS_ID")
     if address is None and num_processes == 1:
         return
     if address is None or process_id is None:
@@ -140,22 +134,23 @@ def vmap_seeds(function):
     return over_seeds
 
 
-def make_placement(config) -> Placement:
-    """The placement the flags ask for, checked against the devices there are (after
-    `initialize_distributed`)."""
+def make_placement(run, num_envs: int) -> Placement:
+    """The placement the flags ask for (`run`: a common.config.RunConfig), checked against the devices there
+    are (after `initialize_distributed`)."""
+    devices, num_seeds = run.devices, run.num_seeds
     available = jax.device_count()
-    devices = config.num_devices or available
-    if config.num_devices is None and config.num_seeds % devices and config.num_envs % devices:
-        devices = 1
-    if devices > available:
-        raise ConfigError(f"--num-devices ({devices}) exceeds the {available} devices available")
-    for failed, message in env_split_problems(config, devices):
+    count = devices.num_devices or available
+    if devices.num_devices is None and num_seeds % count and num_envs % count:
+        count = 1
+    if count > available:
+        raise ConfigError(f"--num-devices ({count}) exceeds the {available} devices available")
+    for failed, message in env_split_problems(devices.shard_envs, count, num_seeds, num_envs):
         if failed:
             raise ConfigError(message)
-    if devices == 1:
+    if count == 1:
         return Placement(mesh=None, shard_envs=False)
-    mesh = Mesh(np.array(jax.devices()[:devices]), (AXIS,))
-    return Placement(mesh=mesh, shard_envs=config.shard_envs or config.num_seeds % devices != 0)
+    mesh = Mesh(np.array(jax.devices()[:count]), (AXIS,))
+    return Placement(mesh=mesh, shard_envs=devices.shard_envs or num_seeds % count != 0)
 
 
 def _put(leaf, sharding: NamedSharding):

@@ -2,18 +2,17 @@
 
     python -m common.evaluate --run-dir runs/dr --mazes SixteenRooms Labyrinth PerfectMazeXL --episodes 100 --gif
 
-Loads the newest checkpoint (or --checkpoint), rebuilds the script's `Config`, `ActorCritic` and
-`evaluate` from the `script` recorded in config.json, samples actions from the policy and counts the
-first episode of each attempt (AMAZE.md). Writes a CSV (one row per maze per seed) and prints, per maze,
+Loads the newest checkpoint (or --checkpoint), rebuilds the script's `Config` and `ActorCritic` from the
+`script` recorded in config.json (only scripts in algos/ are ever loaded) and evaluates the policy named by
+--policy with `common.heldout_eval` (sampled actions, the first episode of each attempt counts). Writes a
+CSV (one row per maze per seed) and prints, per maze,
 the mean over seeds with a 95% Student-t confidence interval. `--gif` saves seed 0's first episode on each
 maze as an animated GIF.
 """
 
 import csv
-import dataclasses
 import functools
 import importlib.util
-import json
 import math
 import sys
 import time
@@ -28,8 +27,11 @@ import tyro
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common.checkpoint import list_checkpoints, load  # noqa: E402
+from common.config import config_from_saved, read_saved_config, with_flags  # noqa: E402
+from common.errors import ConfigError  # noqa: E402
+from common.heldout_eval import evaluate_policy  # noqa: E402
 from common.provenance import REPO_ROOT  # noqa: E402
-from common.runs import ConfigError, one_line_errors  # noqa: E402
+from common.runs import one_line_errors  # noqa: E402
 from envs.heldout import HELDOUT_MAZES, get_heldout_maze  # noqa: E402
 from envs.render import render_rollout, save_gif  # noqa: E402
 
@@ -84,8 +86,11 @@ def mean_and_ci95(values) -> tuple[float, float]:
 
 
 def load_script(script: str):
-    """The algos/ module that made a run, imported from its file."""
-    path = REPO_ROOT / script
+    """The algos/ module that made a run, imported from its file; nothing outside algos/ is ever run."""
+    algos = (REPO_ROOT / "algos").resolve()
+    path = (REPO_ROOT / script).resolve()
+    if path.parent != algos or path.suffix != ".py" or path.name.startswith("_"):
+        raise ConfigError(f"config.json names script {script!r}, which is not an algos/ script; refusing to run it")
     if not path.is_file():
         raise ConfigError(f"config.json names script {script!r}, which is not in this checkout")
     spec = importlib.util.spec_from_file_location(f"cleanued_{path.stem}", path)
@@ -96,44 +101,45 @@ def load_script(script: str):
 
 def load_run(run_dir: Path, checkpoint: Path | None):
     """(script module, its Config, restored runner state for all seeds, update)."""
-    config_path = run_dir / "config.json"
-    if not config_path.exists():
-        raise ConfigError(f"{run_dir} is not a run folder (no config.json)")
-    saved = json.loads(config_path.read_text())
+    saved = read_saved_config(run_dir)
     module = load_script(saved["script"])
-    values = {key: tuple(value) if isinstance(value, list) else value for key, value in saved["config"].items()}
-    config = dataclasses.replace(module.Config(**values), resume=False)
+    config = with_flags(config_from_saved(module.Config, saved["config"], run_dir), resume=False)
     if checkpoint is None:
         found = list_checkpoints(run_dir / "checkpoints")
         if not found:
             raise ConfigError(f"{run_dir} has no checkpoints yet")
         checkpoint = found[-1]
     functions = module.make_train(config)
-    rngs = jax.random.split(jax.random.key(config.seed), config.num_seeds)
+    rngs = jax.random.split(jax.random.key(config.run.seed), config.run.num_seeds)
     runner, update, _ = load(checkpoint, jax.eval_shape(functions.init, rngs))
     return module, config, runner, update
 
 
 def main(args: Args) -> None:
     module, config, runner, update = load_run(args.run_dir, args.checkpoint)
-    params = module.policy_params(runner, args.policy)
+    policies = module.policies(config)
+    if args.policy not in policies:
+        raise ConfigError(
+            f"unknown --policy {args.policy!r} for this {module.__name__[9:]} run; choose from {', '.join(policies)}"
+        )
+    params = policies[args.policy](runner)
     network = module.ActorCritic()
+    num_seeds, lstm_size = config.run.num_seeds, config.ppo.lstm_size
     out = args.out or args.run_dir / "eval" / f"evaluate_{update:08d}_{time.strftime('%Y%m%d-%H%M%S')}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     rows = []
-    print(
-        f"{args.run_dir} at update {update}, policy {args.policy}, {config.num_seeds} seeds x {args.episodes} episodes"
-    )
+    print(f"{args.run_dir} at update {update}, policy {args.policy}, {num_seeds} seeds x {args.episodes} episodes")
     for index, name in enumerate(args.mazes):
         maze = get_heldout_maze(name)
 
         def evaluate_seed(rng, seed_params, maze=maze, num_episodes=args.episodes):
-            return module.evaluate(rng, network, seed_params, maze, config.env_params, num_episodes, config.lstm_size)
+            carry = module.initial_carry(num_episodes, lstm_size)
+            return evaluate_policy(rng, network.apply, seed_params, carry, maze, config.env_params, num_episodes)
 
-        rngs = jax.random.split(jax.random.fold_in(jax.random.key(args.seed), index), config.num_seeds)
+        rngs = jax.random.split(jax.random.fold_in(jax.random.key(args.seed), index), num_seeds)
         returns = np.asarray(jax.jit(jax.vmap(lambda rng, p: evaluate_seed(rng, p).returns))(rngs, params))
         solve_rates, mean_returns = (returns > 0).mean(axis=1), returns.mean(axis=1)
-        for seed in range(config.num_seeds):
+        for seed in range(num_seeds):
             rows.append({"maze": name, "seed": seed, "update": update, "episodes": args.episodes,
                          "solve_rate": float(solve_rates[seed]), "return": float(mean_returns[seed])})  # fmt: skip
         (solve, solve_ci), (ret, ret_ci) = mean_and_ci95(solve_rates), mean_and_ci95(mean_returns)

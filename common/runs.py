@@ -8,7 +8,6 @@ A run folder `runs/<run-name>/` holds `config.json`, `logs.csv`, `checkpoints/` 
 
 import contextlib
 import csv
-import dataclasses
 import io
 import json
 import math
@@ -21,74 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from common.checkpoint import CheckpointError, write_atomic
-from common.devices import PLACEMENT_FIELDS, placement_problems
+from common.config import check_resumable, flags_of, read_saved_config
 from common.errors import ConfigError
-from envs.heldout import HELDOUT_MAZES
-
-RUN_MANAGEMENT_FIELDS = frozenset(
-    {
-        "run_name",
-        "runs_dir",
-        "resume",
-        "overwrite",
-        "total_updates",
-        "total_env_steps",
-        "train_seconds",
-        "log_interval",
-        "eval_interval",
-        "eval_mazes",
-        "eval_episodes",
-        "checkpoint_interval",
-        "keep_checkpoints",
-        "archive_interval",
-        "screenshot_interval",
-        "track",
-        "wandb_project",
-        "wandb_entity",
-        *PLACEMENT_FIELDS,
-    }
-)
-"""Config fields that may change when a run is resumed: run length, logging and where it runs. Anything
-else would make the resumed run a different experiment."""
-
-
-def run_config_problems(config) -> list[tuple[bool, str]]:
-    """(failed, message) checks of the run-management fields every algos/ Config shares."""
-    intervals = {
-        "--eval-interval": config.eval_interval,
-        "--checkpoint-interval": config.checkpoint_interval,
-        "--archive-interval": config.archive_interval,
-        "--screenshot-interval": config.screenshot_interval,
-        "--total-updates": config.total_updates,
-    }
-    step = max(config.log_interval, 1)
-    return [
-        (config.num_seeds < 1, f"--num-seeds must be at least 1, got {config.num_seeds}"),
-        (config.log_interval < 1, f"--log-interval must be at least 1, got {config.log_interval}"),
-        *(
-            (
-                value < 0 or value % step,
-                f"{flag} ({value}) must be a multiple of --log-interval ({config.log_interval})",
-            )
-            for flag, value in intervals.items()
-        ),
-        (config.checkpoint_interval < 1, "--checkpoint-interval must be positive"),
-        (config.keep_checkpoints < 1, "--keep-checkpoints must be at least 1"),
-        (config.resume and config.overwrite, "--resume and --overwrite exclude each other"),
-        (config.eval_interval > 0 and config.eval_episodes < 1, "--eval-episodes must be at least 1"),
-        *(
-            (name not in HELDOUT_MAZES, f"unknown --eval-mazes entry {name!r}; choose from {', '.join(HELDOUT_MAZES)}")
-            for name in config.eval_mazes
-        ),
-        *placement_problems(config),
-    ]
-
-
-def raise_first(problems: list[tuple[bool, str]]) -> None:
-    """Raise a ConfigError with the message of the first failed check."""
-    for failed, message in problems:
-        if failed:
-            raise ConfigError(message)
 
 
 @contextlib.contextmanager
@@ -102,23 +35,17 @@ def one_line_errors():
         raise SystemExit(2) from None
 
 
-def config_to_dict(config) -> dict:
-    return json.loads(json.dumps(dataclasses.asdict(config)))
-
-
 def prepare_run_dir(config) -> Path:
     """Check and create `runs_dir/run_name` as the flags ask (new, --resume or --overwrite); refuse
     anything that would lose or mix up saved work. Writes nothing into an existing run: config.json is
     written by `record_config` once a resumed checkpoint has loaded."""
-    run_dir = Path(config.runs_dir) / config.run_name
-    config_path = run_dir / "config.json"
-    if config.resume:
-        if not config_path.exists():
-            raise ConfigError(f"--resume: no run to resume at {run_dir} (config.json missing)")
-        saved = json.loads(config_path.read_text())
-        check_resumable(saved.get("config", {}), config_to_dict(config), run_dir)
+    run = config.run
+    run_dir = Path(run.runs_dir) / run.run_name
+    if run.resume:
+        saved = read_saved_config(run_dir)
+        check_resumable(saved["config"], flags_of(config), run_dir)
     elif run_dir.exists() and any(run_dir.iterdir()):
-        if not config.overwrite:
+        if not run.overwrite:
             choices = "pass --resume to continue it, --overwrite to start over, or another --run-name"
             raise ConfigError(f"{run_dir} already exists: {choices}")
         shutil.rmtree(run_dir)
@@ -127,24 +54,9 @@ def prepare_run_dir(config) -> Path:
 
 
 def record_config(run_dir: Path, config, script: str) -> None:
-    """config.json: the full config and the script that ran it (never environment variables or secrets)."""
-    write_atomic(
-        run_dir / "config.json", json.dumps({"script": script, "config": config_to_dict(config)}, indent=2).encode()
-    )
-
-
-def check_resumable(saved: dict, current: dict, where) -> None:
-    """Raise if `current` differs from `saved` in a field outside RUN_MANAGEMENT_FIELDS."""
-    differing = sorted(
-        key
-        for key in saved.keys() | current.keys()
-        if key not in RUN_MANAGEMENT_FIELDS and saved.get(key) != current.get(key)
-    )
-    if differing:
-        detail = ", ".join(f"{key}: saved {saved.get(key)!r} vs now {current.get(key)!r}" for key in differing[:3])
-        raise ConfigError(
-            f"cannot resume {where}: the config differs in {detail}; only run length and logging may change"
-        )
+    """config.json: every field by flag name and the script that ran it (never environment variables or
+    secrets)."""
+    write_atomic(run_dir / "config.json", json.dumps({"script": script, "config": flags_of(config)}, indent=2).encode())
 
 
 class CsvLog:
@@ -239,14 +151,15 @@ class StopSignal:
             signal.signal(sig, handler)
 
 
-def stop_reason(config, update: int, env_steps: int, seconds: float) -> str | None:
-    """Why training should stop now, if it should: --total-updates, --total-env-steps or --train-seconds."""
-    if update >= config.total_updates:
-        return f"reached --total-updates {config.total_updates}"
-    if config.total_env_steps is not None and env_steps >= config.total_env_steps:
-        return f"reached --total-env-steps {config.total_env_steps}"
-    if config.train_seconds is not None and seconds >= config.train_seconds:
-        return f"reached --train-seconds {config.train_seconds}"
+def stop_reason(run, update: int, env_steps: int, seconds: float) -> str | None:
+    """Why training should stop now, if it should (`run`: a common.config.RunConfig): --total-updates,
+    --total-env-steps or --train-seconds."""
+    if update >= run.total_updates:
+        return f"reached --total-updates {run.total_updates}"
+    if run.total_env_steps is not None and env_steps >= run.total_env_steps:
+        return f"reached --total-env-steps {run.total_env_steps}"
+    if run.train_seconds is not None and seconds >= run.train_seconds:
+        return f"reached --train-seconds {run.train_seconds}"
     return None
 
 
@@ -282,10 +195,10 @@ class RunLog:
         self.csv = CsvLog(
             run_dir / "logs.csv",
             ["seed", "update", "env_steps", "wall_time", "sps", *columns],
-            start_update if config.resume else None,
+            start_update if config.run.resume else None,
         )
-        self.wandb = WandbLogger(config, run_dir) if config.track else None
-        self.progress = Progress(config.total_updates, start_update)
+        self.wandb = WandbLogger(config, run_dir) if config.run.track else None
+        self.progress = Progress(config.run.total_updates, start_update)
         self.headline = headline
         self.latest = {}
 
@@ -317,17 +230,18 @@ class WandbLogger:
     def __init__(self, config, run_dir: Path):
         import wandb
 
+        run = config.run
         self.runs = [
             wandb.init(
-                project=config.wandb_project,
-                entity=config.wandb_entity,
-                group=config.run_name,
-                name=f"{config.run_name}-seed{seed}",
-                config={**config_to_dict(config), "seed_index": seed},
+                project=run.wandb_project,
+                entity=run.wandb_entity,
+                group=run.run_name,
+                name=f"{run.run_name}-seed{seed}",
+                config={**flags_of(config), "seed_index": seed},
                 dir=str(run_dir),
                 reinit="create_new",
             )
-            for seed in range(config.num_seeds)
+            for seed in range(run.num_seeds)
         ]
 
     def log(self, rows: list[dict]) -> None:

@@ -1,6 +1,7 @@
-"""The checker behind STYLE.md rule 9: a top-level def or class preceded by `# copied from algos/X.py:name`
-must equal `name` in algos/X.py (apart from the marker); and the check that a method file differs from its
-base only where the method does (`diff algos/plr.py algos/accel.py`). Used by tests/test_copies.py."""
+"""The checks behind the house rule on copies: a top-level def or class preceded by `# copied from algos/X.py:name`
+must equal `name` in algos/X.py line for line (whole physical lines, trailing comments included), and a
+method file may differ from its base only where the method does (`diff algos/plr.py algos/accel.py` shows
+mutation). Used by tests/test_copies.py."""
 
 import ast
 import difflib
@@ -8,15 +9,25 @@ import re
 from pathlib import Path
 
 MARKER = re.compile(r"#\s*copied from (?P<path>[\w/.]+\.py):(?P<name>\w+)\s*$")
+CONFIG_GROUPS = ("Config", "Environment", "PPO")
+"""Classes holding a script's settings: a variant may change any of their lines (defaults, help texts)."""
+TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def _definitions(tree: ast.Module):
+    return [node for node in tree.body if isinstance(node, ast.FunctionDef | ast.ClassDef)]
+
+
+def _first_line(node) -> int:
+    return min([node.lineno, *(decorator.lineno for decorator in getattr(node, "decorator_list", []))])
 
 
 def top_level_sources(path: Path) -> dict[str, str]:
+    """Every top-level def and class by name: its whole physical lines, decorators and trailing comments included."""
     source = path.read_text()
-    tree = ast.parse(source)
+    lines = source.splitlines()
     return {
-        node.name: ast.get_source_segment(source, node, padded=False)
-        for node in tree.body
-        if isinstance(node, ast.FunctionDef | ast.ClassDef)
+        node.name: "\n".join(lines[_first_line(node) - 1 : node.end_lineno]) for node in _definitions(ast.parse(source))
     }
 
 
@@ -24,13 +35,10 @@ def marked_copies(path: Path) -> list[tuple[str, str, str]]:
     """(name here, source file, source name) for every marker in `path`; the marker sits on the line
     right above the def/class (or its first decorator)."""
     lines = path.read_text().splitlines()
-    tree = ast.parse("\n".join(lines))
     found = []
-    for node in tree.body:
-        if not isinstance(node, ast.FunctionDef | ast.ClassDef):
-            continue
-        first_line = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-        if first_line >= 2 and (match := MARKER.search(lines[first_line - 2])):
+    for node in _definitions(ast.parse(path.read_text())):
+        first = _first_line(node)
+        if first >= 2 and (match := MARKER.search(lines[first - 2])):
             found.append((node.name, match.group("path"), match.group("name")))
     return found
 
@@ -56,30 +64,94 @@ def drifted_copies(path: Path, repo_root: Path) -> list[str]:
     return problems
 
 
-def unexplained_hunks(base: Path, variant: Path, topic: re.Pattern) -> list[str]:
-    """Hunks of `diff base variant` that are not about `topic`: a hunk passes when it lies in the module
-    docstring or the Config class of both files, or when one of its changed lines matches `topic`.
-    Copy markers are ignored (they differ between a source and its copy by design)."""
+class _Layout:
+    """Per line of a file (markers removed): the code statement it belongs to, the comment block it is part of,
+    the top-level definition around it, and whether it lies in the docstring or a config class."""
+
+    def __init__(self, lines: list[str]):
+        self.lines = lines
+        tree = ast.parse("\n".join(lines))
+        self.statement: dict[int, str] = {}
+        spans: dict[int, int] = {}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.stmt):
+                continue
+            body = getattr(node, "body", None)
+            first = _first_line(node)
+            last = body[0].lineno - 1 if isinstance(body, list) and body else node.end_lineno
+            text = "\n".join(lines[first - 1 : last])
+            for index in range(first - 1, max(last, first)):
+                if index not in spans or last - first < spans[index]:
+                    spans[index], self.statement[index] = last - first, text
+        self.definition: dict[int, str] = {}
+        self.allowed: set[int] = set()
+        for node in tree.body:
+            span = range(_first_line(node) - 1, node.end_lineno)
+            if isinstance(node, ast.FunctionDef | ast.ClassDef):
+                self.definition.update(dict.fromkeys(span, node.name))
+                if isinstance(node, ast.ClassDef) and node.name in CONFIG_GROUPS:
+                    self.allowed.update(span)
+        if tree.body and isinstance(tree.body[0], ast.Expr):
+            self.allowed.update(range(tree.body[0].lineno - 1, tree.body[0].end_lineno))
+
+    def comment_block(self, index: int) -> str:
+        start = end = index
+        while start > 0 and self.lines[start - 1].strip().startswith("#"):
+            start -= 1
+        while end + 1 < len(self.lines) and self.lines[end + 1].strip().startswith("#"):
+            end += 1
+        return "\n".join(self.lines[start : end + 1])
+
+    def explains(self, index: int, topic: re.Pattern) -> bool:
+        """Whether line `index` is explained by `topic` on its own: blank, in the docstring or a config class, in
+        a definition named for the topic, or part of a statement or comment block that mentions it."""
+        line = self.lines[index].strip()
+        if not line or index in self.allowed or topic.search(self.definition.get(index, "")):
+            return True
+        if line.startswith("#"):
+            return bool(topic.search(self.comment_block(index)))
+        return bool(topic.search(self.statement.get(index, line)))
+
+
+def _renamed(line: str, renames: list[tuple[str, str]]) -> str:
+    for old, new in renames:
+        line = re.sub(rf"\b{re.escape(old)}\b", new, line)
+    return line
+
+
+def unexplained_lines(base: Path, variant: Path, topic: re.Pattern, renames: list[tuple[str, str]]) -> list[str]:
+    """Every changed line of `diff base variant` that `topic` does not explain (copy markers are ignored).
+
+    An added line is explained by its own context (`_Layout.explains`). A removed line is explained by its own
+    context in the base, or by the change that replaced it: a similar added line (difflib ratio >= 0.5) that is
+    explained, or explained added statements holding every token of it (a statement extended for the topic).
+    `renames` lists deliberate renames (old, new): a line that differs only by them is explained."""
     base_lines, variant_lines = (
         [line for line in path.read_text().splitlines() if not MARKER.search(line)] for path in (base, variant)
     )
-
-    def allowed_lines(lines: list[str]) -> set[int]:
-        tree = ast.parse("\n".join(lines))
-        spans = [(node.lineno, node.end_lineno) for node in tree.body[:1] if isinstance(node, ast.Expr)]
-        spans += [(n.lineno, n.end_lineno) for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Config"]
-        return {index for start, end in spans for index in range(start - 1, end)}
-
-    base_allowed, variant_allowed = allowed_lines(base_lines), allowed_lines(variant_lines)
+    base_layout, variant_layout = _Layout(base_lines), _Layout(variant_lines)
     problems = []
     matcher = difflib.SequenceMatcher(a=base_lines, b=variant_lines, autojunk=False)
     for tag, base_start, base_end, variant_start, variant_end in matcher.get_opcodes():
         if tag == "equal":
             continue
-        removed, added = base_lines[base_start:base_end], variant_lines[variant_start:variant_end]
-        in_allowed = set(range(base_start, base_end)) <= base_allowed and (
-            set(range(variant_start, variant_end)) <= variant_allowed
-        )
-        if not in_allowed and not any(topic.search(line) for line in removed + added):
-            problems.append(f"{variant.name} line {variant_start + 1}: {(added or removed)[0].strip()}")
+        added = range(variant_start, variant_end)
+        added_texts = {_renamed(base_lines[i], renames) for i in range(base_start, base_end)}
+        explained_added = [i for i in added if variant_layout.explains(i, topic)]
+        for index in added:
+            if index not in explained_added and variant_lines[index] not in added_texts:
+                problems.append(f"{variant.name} line {index + 1} (added): {variant_lines[index].strip()}")
+        topic_tokens = set()
+        for index in explained_added:
+            topic_tokens.update(TOKEN.findall(variant_layout.statement.get(index, variant_lines[index])))
+        renamed_added = {_renamed(variant_lines[i], [(new, old) for old, new in renames]) for i in added}
+        for index in range(base_start, base_end):
+            line = base_lines[index]
+            similar = any(
+                difflib.SequenceMatcher(a=line.strip(), b=variant_lines[i].strip()).ratio() >= 0.5
+                for i in explained_added
+            )
+            extended = set(TOKEN.findall(line)) <= topic_tokens
+            if not (base_layout.explains(index, topic) or similar or extended or line in renamed_added):
+                problems.append(f"{base.name} line {index + 1} (removed): {line.strip()}")
     return problems

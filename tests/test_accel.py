@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from algos import accel
-from common.runs import ConfigError
+from common.config import with_flags
+from common.errors import ConfigError
 from envs.levels import levels_equal, sample_dr_level
-from tests.states import assert_states_close, newest_state
+from tests.states import assert_states_close, newest_state, run_script
 
 TINY = dict(
     num_seeds=2,
@@ -29,14 +30,14 @@ TINY = dict(
 
 
 def tiny_config(tmp_path, **overrides) -> accel.Config:
-    return accel.Config(**{**TINY, "runs_dir": str(tmp_path), **overrides})
+    return with_flags(accel.Config(), **{**TINY, "runs_dir": str(tmp_path), **overrides})
 
 
 def test_mutation_follows_replay_and_mutants_enter_the_buffer(tmp_path):
     config = tiny_config(tmp_path)
     functions = accel.make_train(config)
-    runner = jax.jit(functions.init)(jax.random.split(jax.random.key(0), config.num_seeds))
-    runner, metrics = jax.device_get(jax.jit(jax.vmap(functions.step))(runner))
+    runner = jax.jit(functions.init)(jax.random.split(jax.random.key(0), config.run.num_seeds))
+    runner, metrics = jax.device_get(jax.jit(functions.step)(runner))
     replayed, mutated = metrics["buffer/replay_fraction"], metrics["buffer/mutation_fraction"]
     assert (metrics["buffer/fill"][:, 1] >= config.min_fill_ratio).all(), "two updates of 4 new levels warm it up"
     assert replayed.sum(axis=1).min() >= 2, "replay must happen on every seed"
@@ -56,13 +57,13 @@ def test_mutation_follows_replay_and_mutants_enter_the_buffer(tmp_path):
 def test_only_replay_updates_change_the_policy(tmp_path):
     config = tiny_config(tmp_path, num_seeds=2, log_interval=1, total_updates=12, checkpoint_interval=1)
     functions = accel.make_train(config)
-    runner = jax.jit(functions.init)(jax.random.split(jax.random.key(1), config.num_seeds))
-    step = jax.jit(jax.vmap(functions.step))
+    runner = jax.jit(functions.init)(jax.random.split(jax.random.key(1), config.run.num_seeds))
+    step = jax.jit(functions.step)
     kinds = set()
-    for _ in range(config.total_updates):
+    for _ in range(config.run.total_updates):
         before = runner.train_state.params
         runner, metrics = step(runner)
-        for seed in range(config.num_seeds):
+        for seed in range(config.run.num_seeds):
             changed = any(
                 bool((x[seed] != y[seed]).any())
                 for x, y in zip(jax.tree.leaves(before), jax.tree.leaves(runner.train_state.params), strict=True)
@@ -88,9 +89,9 @@ def test_mutation_criteria_pick_by_score():
 def test_resume_with_a_pending_mutation_equals_uninterrupted(tmp_path):
     common = dict(total_updates=8, log_interval=2, checkpoint_interval=2)
     straight = tiny_config(tmp_path, run_name="straight", **common)
-    accel.main(straight)
-    accel.main(tiny_config(tmp_path, run_name="split", **{**common, "total_updates": 4}))
-    accel.main(tiny_config(tmp_path, run_name="split", resume=True, **common))
+    run_script(accel, straight)
+    run_script(accel, tiny_config(tmp_path, run_name="split", **{**common, "total_updates": 4}))
+    run_script(accel, tiny_config(tmp_path, run_name="split", resume=True, **common))
     state_a, state_b = (newest_state(accel, straight, tmp_path / name) for name in ("straight", "split"))
     assert int(state_a.buffer.mutations.max()) >= 1
     assert_states_close(state_a, state_b)
@@ -104,7 +105,10 @@ def test_resume_with_a_pending_mutation_equals_uninterrupted(tmp_path):
             dict(mutation_criterion="easy", mutation_subsample_size=3),
             "--mutation-subsample-size \\(3\\) must divide --num-envs \\(4\\) for the easy criterion",
         ),
-        (dict(mutation_criterion="hard", mutation_subsample_size=0), "--mutation-subsample-size \\(0\\)"),
+        (
+            dict(mutation_criterion="hard", mutation_subsample_size=0),
+            "--mutation-subsample-size must be at least 1, got 0",
+        ),
     ],
 )
 def test_invalid_flags(tmp_path, overrides, message):

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 from common import checkpoint
+from common.config import check_resumable
+from common.errors import ConfigError
 from common.evaluate import mean_and_ci95
-from common.runs import ConfigError, CsvLog, check_resumable, chunk_rows, stop_reason
+from common.runs import CsvLog, chunk_rows, stop_reason
 
 
 def test_checkpoint_round_trip_with_typed_keys(tmp_path):
@@ -50,11 +52,18 @@ def test_csv_log_drops_rows_past_the_checkpoint_on_resume(tmp_path):
     assert lines == ["seed,update,a,b", "0,10,10,", "0,20,20,", "0,30,3,"]
 
 
-def test_resume_rules():
-    saved = {"lr": 1e-4, "total_updates": 100, "log_interval": 10, "num_envs": 32}
-    check_resumable(saved, {**saved, "total_updates": 500, "log_interval": 5}, "run")
-    with pytest.raises(ConfigError, match="config differs in num_envs: saved 32 vs now 16"):
-        check_resumable(saved, {**saved, "num_envs": 16}, "run")
+def test_resume_rules_list_every_differing_flag():
+    saved = {"lr": 1e-4, "total_updates": 100, "log_interval": 10, "num_envs": 32, "seed": 0, "anneal_lr": False}
+    check_resumable(saved, {**saved, "total_updates": 500, "log_interval": 5, "num_devices": 2}, "run")
+    with pytest.raises(ConfigError) as error:
+        check_resumable(saved, {**saved, "num_envs": 16, "lr": 3e-4, "seed": 1, "total_updates": 500}, "run")
+    assert str(error.value) == (
+        "cannot resume run: the config differs in --lr: saved 0.0001, now 0.0003; --num-envs: saved 32, now 16; "
+        "--seed: saved 0, now 1"
+    )
+    annealed = {**saved, "anneal_lr": True}
+    with pytest.raises(ConfigError, match="--total-updates: saved 100, now 500"):
+        check_resumable(annealed, {**annealed, "total_updates": 500}, "run")
 
 
 def test_stop_reasons():

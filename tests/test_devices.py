@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from algos import dr
+from common.config import with_flags
 from common.devices import make_placement, vmap_seeds
-from common.runs import ConfigError
+from common.errors import ConfigError
 from tests.states import assert_states_close, newest_state
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -45,12 +46,13 @@ def env_with_devices(count: int | None) -> dict:
 )
 def test_invalid_placements_fail_in_one_line(flags, message):
     with pytest.raises(ConfigError, match=message):
-        dr.Config(**flags)
+        with_flags(dr.Config(), **flags)
 
 
 def test_more_devices_than_there_are_fails_before_compiling():
     with pytest.raises(ConfigError, match=f"--num-devices \\(64\\) exceeds the {jax.device_count()} devices"):
-        make_placement(dr.Config(num_devices=64, num_seeds=64))
+        config = with_flags(dr.Config(), num_devices=64, num_seeds=64)
+        make_placement(config.run, config.ppo.num_envs)
 
 
 def test_cli_reports_a_bad_split_in_one_line(tmp_path):
@@ -111,7 +113,7 @@ def test_two_processes_on_localhost_agree_with_one(tmp_path):
         env=env_with_devices(2),
     )
     assert one.returncode == 0, one.stderr
-    config = dr.Config(num_seeds=2, num_envs=4, lstm_size=16, maze_size=7)
+    config = with_flags(dr.Config(), num_seeds=2, num_envs=4, lstm_size=16, maze_size=7, n_walls=10)
     two, single = (newest_state(dr, config, tmp_path / name) for name in ("two", "one"))
     assert_states_close(two, single, rtol=1e-5, atol=1e-6)
     assert (tmp_path / "two" / "logs.csv").read_text().count("\n") == 1 + 2 * 2, "one row per seed per log step"

@@ -18,7 +18,9 @@ import pytest
 
 from algos import dr
 from common import checkpoint
-from common.runs import ConfigError
+from common.config import with_flags
+from common.errors import ConfigError
+from tests.states import run_script
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TINY = dict(
@@ -40,7 +42,7 @@ TINY = dict(
 
 
 def tiny_config(tmp_path, **overrides) -> dr.Config:
-    return dr.Config(**{**TINY, "runs_dir": str(tmp_path), **overrides})
+    return with_flags(dr.Config(), **{**TINY, "runs_dir": str(tmp_path), **overrides})
 
 
 @pytest.fixture(scope="module")
@@ -48,11 +50,11 @@ def tiny(tmp_path_factory):
     """The tiny config's jitted functions, compiled once for the module."""
     config = tiny_config(tmp_path_factory.mktemp("runs"))
     functions = dr.make_train(config)
-    return config, functions, jax.jit(functions.init), jax.jit(jax.vmap(functions.step))
+    return config, functions, jax.jit(functions.init), jax.jit(functions.step)
 
 
 def seed_keys(config):
-    return jax.random.split(jax.random.key(config.seed), config.num_seeds)
+    return jax.random.split(jax.random.key(config.run.seed), config.run.num_seeds)
 
 
 def assert_trees_equal(a, b):
@@ -60,8 +62,7 @@ def assert_trees_equal(a, b):
 
 
 def run_main(config):
-    dr.main(config)
-    return Path(config.runs_dir) / config.run_name
+    return run_script(dr, config)
 
 
 def final_params(run_dir: Path, config):
@@ -95,24 +96,24 @@ def test_smoke_updates_and_metrics(tiny):
     runner = init(seed_keys(config))
     before = runner.train_state.params
     runner, metrics = step_chunk(runner)
-    assert int(runner.update[0]) == config.log_interval
+    assert int(runner.update[0]) == config.run.log_interval
     for key in ("ppo/loss", "ppo/entropy", "ppo/value_loss", "level/walls", "train/episodes"):
-        assert metrics[key].shape == (config.num_seeds, config.log_interval)
+        assert metrics[key].shape == (config.run.num_seeds, config.run.log_interval)
         assert np.isfinite(metrics[key]).all(), key
     assert np.asarray(metrics["train/episodes"]).sum() > 0, "12-step episodes must end within 16-step rollouts"
     changed = jax.tree.map(lambda a, b: bool((a != b).any()), before, runner.train_state.params)
     assert all(jax.tree.leaves(changed)), "every parameter should move in a PPO update"
-    evaluation = jax.jit(jax.vmap(functions.evaluate))(runner)
+    evaluation = jax.jit(functions.evaluate)(runner)
     assert set(evaluation) == {"eval/solve_rate/SixteenRooms", "eval/return/SixteenRooms"}
-    assert evaluation["eval/return/SixteenRooms"].shape == (config.num_seeds,)
+    assert evaluation["eval/return/SixteenRooms"].shape == (config.run.num_seeds,)
 
 
 def test_vmapped_seed_equals_single_seed_run(tiny):
     config, functions, init, step_chunk = tiny
     keys = seed_keys(config)
     both, both_metrics = step_chunk(init(keys))
-    for i in range(config.num_seeds):
-        alone, alone_metrics = jax.jit(jax.vmap(functions.step))(init(keys[i : i + 1]))
+    for i in range(config.run.num_seeds):
+        alone, alone_metrics = jax.jit(functions.step)(init(keys[i : i + 1]))
         # XLA may order float sums differently for a batch of 2 and of 1: equal up to rounding.
         jax.tree.map(
             lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7),
@@ -128,8 +129,8 @@ def test_chunked_driving_equals_one_shot_train(tiny):
     runner_one_shot, (metrics_one_shot, eval_one_shot) = jax.jit(functions.train)(keys)
     runner = init(keys)
     chunks, evals = [], []
-    evaluate = jax.jit(jax.vmap(functions.evaluate))
-    for _ in range(config.total_updates // config.log_interval):
+    evaluate = jax.jit(functions.evaluate)
+    for _ in range(config.run.total_updates // config.run.log_interval):
         runner, metrics = step_chunk(runner)
         chunks.append(metrics)
         evals.append(evaluate(runner))
@@ -154,7 +155,7 @@ def test_main_writes_run_folder(smoke_run):
     header = rows[0].split(",")
     assert header[:5] == ["seed", "update", "env_steps", "wall_time", "sps"]
     assert "eval/solve_rate/SixteenRooms" in header and "ppo/loss" in header and "health/finite" not in header
-    assert len(rows) == 1 + config.num_seeds * (config.total_updates // config.log_interval)
+    assert len(rows) == 1 + config.run.num_seeds * (config.run.total_updates // config.run.log_interval)
     assert [p.name for p in checkpoint.list_checkpoints(run_dir / "checkpoints")] == [
         "update_00000002.msgpack",
         "update_00000004.msgpack",
@@ -181,7 +182,7 @@ def test_evaluate_command(smoke_run):
     assert "SixteenRooms: solve rate" in result.stdout and "(95% CI, seeds)" in result.stdout
     (csv_path,) = (run_dir / "eval").glob("evaluate_00000004_*.csv")
     rows = csv_path.read_text().splitlines()
-    assert rows[0] == "maze,seed,update,episodes,solve_rate,return" and len(rows) == 1 + 2 * config.num_seeds
+    assert rows[0] == "maze,seed,update,episodes,solve_rate,return" and len(rows) == 1 + 2 * config.run.num_seeds
     assert all(0.0 <= float(row.split(",")[4]) <= 1.0 for row in rows[1:])
     assert (run_dir / "eval" / "SixteenRooms_update_00000004.gif").stat().st_size > 0
     bad = subprocess.run([*command[:4], str(run_dir / "nope")], cwd=REPO_ROOT, capture_output=True, text=True)
@@ -222,7 +223,7 @@ def test_bad_checkpoints_and_configs_fail_cleanly(tmp_path):
     newest = checkpoint.list_checkpoints(run_dir / "checkpoints")[-1]
 
     before = file_hashes(run_dir)
-    with pytest.raises(ConfigError, match="config differs in lr: saved 0.0001 vs now 0.001"):
+    with pytest.raises(ConfigError, match="config differs in --lr: saved 0.0001, now 0.001"):
         run_main(tiny_config(tmp_path, run_name="victim", total_updates=4, resume=True, lr=1e-3))
     with pytest.raises(ConfigError, match="already exists: pass --resume"):
         run_main(tiny_config(tmp_path, run_name="victim"))
@@ -252,10 +253,12 @@ def test_checkpoint_from_another_config_is_refused(tmp_path):
 
 
 def test_non_finite_training_stops_without_saving(tmp_path):
-    config = tiny_config(tmp_path, run_name="diverge", lr=float("inf"), eval_interval=0)
+    config = tiny_config(tmp_path, run_name="diverge", eval_interval=0)
+    # The flags refuse an infinite learning rate; set it behind their back to make training diverge.
+    object.__setattr__(config.ppo, "lr", float("inf"))
     with pytest.raises(SystemExit, match="non-finite loss or parameters in updates 1-2 .*last good checkpoint: none"):
         run_main(config)
-    assert checkpoint.list_checkpoints(Path(config.runs_dir) / "diverge" / "checkpoints") == []
+    assert checkpoint.list_checkpoints(Path(config.run.runs_dir) / "diverge" / "checkpoints") == []
 
 
 @pytest.mark.parametrize(
@@ -310,7 +313,7 @@ def test_resume_after_kill_9_equals_uninterrupted(tmp_path):
         check=True,
         capture_output=True,
     )
-    config = dr.Config(**{**TINY, "total_updates": 40, "eval_interval": 0, "screenshot_interval": 0})
+    config = with_flags(dr.Config(), **{**TINY, "total_updates": 40, "eval_interval": 0, "screenshot_interval": 0})
     (state_a, _), (state_b, _) = final_params(tmp_path / "straight", config), final_params(tmp_path / "killed", config)
     assert_trees_equal(state_a.train_state.params, state_b.train_state.params)
     rows = (tmp_path / "killed" / "logs.csv").read_text().splitlines()[1:]
@@ -335,3 +338,28 @@ def test_sigterm_saves_a_checkpoint_and_exits(tmp_path):
     assert process.returncode == 0, stderr
     assert "stopped by SIGTERM" in stderr
     assert checkpoint.list_checkpoints(tmp_path / "term" / "checkpoints"), "a checkpoint must be saved on SIGTERM"
+
+
+def test_resume_needs_only_the_run_name_and_refuses_every_changed_flag(tmp_path):
+    small = "--num-envs 4 --num-steps 16 --lstm-size 16 --maze-size 7 --n-walls 10 --max-steps 12 --log-interval 2"
+    flags = [*small.split(), "--eval-interval", "0", "--checkpoint-interval", "2", "--screenshot-interval", "0"]
+    command = [sys.executable, "algos/dr.py", "--runs-dir", str(tmp_path), "--run-name", "r"]
+    subprocess.run([*command, *flags, "--total-updates", "2"], cwd=REPO_ROOT, check=True, capture_output=True)
+    resumed = subprocess.run(
+        [*command, "--resume", "--total-updates", "4"], cwd=REPO_ROOT, capture_output=True, text=True
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed" in resumed.stderr and "reached --total-updates 4" in resumed.stderr
+    saved = json.loads((tmp_path / "r" / "config.json").read_text())["config"]
+    assert saved["num_envs"] == 4 and saved["total_updates"] == 4 and saved["lstm_size"] == 16
+    before = file_hashes(tmp_path / "r")
+    refused = subprocess.run(
+        [*command, "--resume", "--lr", "0.001", "--num-envs", "8", "--gamma", "0.9"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    for differing in ("--gamma: saved 0.995, now 0.9", "--lr: saved 0.0001, now 0.001", "--num-envs: saved 4, now 8"):
+        assert differing in refused.stderr
+    assert file_hashes(tmp_path / "r") == before

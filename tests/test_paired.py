@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from algos import paired
-from common.runs import ConfigError
+from common.config import with_flags
+from common.errors import ConfigError
 from envs.levels import validate_level
-from tests.states import assert_states_close, newest_state
+from tests.states import assert_states_close, newest_state, run_script
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TINY = dict(
@@ -42,7 +43,7 @@ VARIANTS = {
 
 
 def tiny_config(tmp_path, **overrides) -> paired.Config:
-    return paired.Config(**{**TINY, "runs_dir": str(tmp_path), **overrides})
+    return with_flags(paired.Config(), **{**TINY, "runs_dir": str(tmp_path), **overrides})
 
 
 def test_scores_match_plain_python():
@@ -78,10 +79,10 @@ def test_episode_returns_match_plain_python():
 def test_variant_smoke_and_designed_levels_are_valid(variant, tmp_path):
     config = tiny_config(tmp_path, **VARIANTS[variant])
     functions = paired.make_train(config)
-    runner = jax.jit(functions.init)(jax.random.split(jax.random.key(0), config.num_seeds))
+    runner = jax.jit(functions.init)(jax.random.split(jax.random.key(0), config.run.num_seeds))
     before = runner
-    runner, metrics = jax.jit(jax.vmap(functions.step))(runner)
-    assert int(runner.update[0]) == config.log_interval
+    runner, metrics = jax.jit(functions.step)(runner)
+    assert int(runner.update[0]) == config.run.log_interval
     for name in config.student_names:
         for key in ("return", "ppo/loss", "ppo/entropy"):
             assert np.isfinite(metrics[f"{name}/{key}"]).all(), f"{name}/{key}"
@@ -93,7 +94,9 @@ def test_variant_smoke_and_designed_levels_are_valid(variant, tmp_path):
         "level/solvable",
         "train/return",
     ):
-        assert metrics[key].shape == (config.num_seeds, config.log_interval) and np.isfinite(metrics[key]).all(), key
+        assert (
+            metrics[key].shape == (config.run.num_seeds, config.run.log_interval) and np.isfinite(metrics[key]).all()
+        ), key
     if variant == "relative_regret":
         assert (metrics["ued/score"] >= 0).all(), "relative regret is clipped at 0"
     if variant == "neg_return":
@@ -102,10 +105,10 @@ def test_variant_smoke_and_designed_levels_are_valid(variant, tmp_path):
     assert changed(before.teacher.params, runner.teacher.params) and changed(
         before.students.params, runner.students.params
     )
-    levels = jax.device_get(jax.jit(jax.vmap(functions.training_levels))(runner))
-    assert levels.wall_map.shape == (config.num_seeds, config.num_envs, 5, 5)
-    for seed in range(config.num_seeds):
-        for env in range(config.num_envs):
+    levels = jax.device_get(jax.jit(functions.levels)(runner))
+    assert levels.wall_map.shape == (config.run.num_seeds, config.ppo.num_envs, 5, 5)
+    for seed in range(config.run.num_seeds):
+        for env in range(config.ppo.num_envs):
             validate_level(jax.tree.map(lambda x, s=seed, e=env: x[s, e], levels))
 
 
@@ -143,9 +146,9 @@ def test_teacher_parameter_count_matches_reference():
 
 def test_resume_equals_uninterrupted_and_evaluate_any_student(tmp_path):
     straight = tiny_config(tmp_path, run_name="straight", total_updates=4)
-    paired.main(straight)
-    paired.main(tiny_config(tmp_path, run_name="split", total_updates=2))
-    paired.main(tiny_config(tmp_path, run_name="split", total_updates=4, resume=True))
+    run_script(paired, straight)
+    run_script(paired, tiny_config(tmp_path, run_name="split", total_updates=2))
+    run_script(paired, tiny_config(tmp_path, run_name="split", total_updates=4, resume=True))
     assert_states_close(*(newest_state(paired, straight, tmp_path / name) for name in ("straight", "split")))
     command = [
         sys.executable,
@@ -161,14 +164,14 @@ def test_resume_equals_uninterrupted_and_evaluate_any_student(tmp_path):
     result = subprocess.run([*command, "--policy", "antagonist"], cwd=REPO_ROOT, capture_output=True, text=True)
     assert result.returncode == 0 and "policy antagonist" in result.stdout, result.stderr
     bad = subprocess.run([*command, "--policy", "student5"], cwd=REPO_ROOT, capture_output=True, text=True)
-    assert bad.returncode == 2 and "unknown policy 'student5'" in bad.stderr
+    assert bad.returncode == 2 and "unknown --policy 'student5'" in bad.stderr
 
 
 def test_teacher_uses_its_own_learning_rate(tmp_path):
     config = tiny_config(tmp_path, teacher_lr=0.0, num_seeds=1)
     functions = paired.make_train(config)
     before = jax.jit(functions.init)(jax.random.split(jax.random.key(0), 1))
-    after, _ = jax.jit(jax.vmap(functions.step))(before)
+    after, _ = jax.jit(functions.step)(before)
     jax.tree.map(np.testing.assert_array_equal, before.teacher.params, after.teacher.params)
     moved = jax.tree.map(lambda x, y: bool((x != y).any()), before.students.params, after.students.params)
     assert all(jax.tree.leaves(moved)), "the students keep their own learning rate"

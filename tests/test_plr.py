@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from algos import plr
-from common.devices import vmap_seeds
-from common.runs import ConfigError
-from tests.states import assert_states_close, newest_state
+from common.config import with_flags
+from common.errors import ConfigError
+from tests.states import assert_states_close, newest_state, run_script
 
 TINY = dict(
     num_seeds=2,
@@ -28,13 +28,13 @@ TINY = dict(
 
 
 def tiny_config(tmp_path, **overrides) -> plr.Config:
-    return plr.Config(**{**TINY, "runs_dir": str(tmp_path), **overrides})
+    return with_flags(plr.Config(), **{**TINY, "runs_dir": str(tmp_path), **overrides})
 
 
 def run_chunk(config):
     functions = plr.make_train(config)
-    before = jax.jit(functions.init)(jax.random.split(jax.random.key(0), config.num_seeds))
-    after, metrics = jax.jit(jax.vmap(functions.step))(before)
+    before = jax.jit(functions.init)(jax.random.split(jax.random.key(0), config.run.num_seeds))
+    after, metrics = jax.jit(functions.step)(before)
     return functions, before, after, jax.device_get(metrics)
 
 
@@ -56,8 +56,8 @@ def test_buffer_warms_up_and_replay_happens(tmp_path):
     assert np.isfinite(metrics["buffer/mean_score"]).all()
     assert np.isfinite(metrics["ppo/loss"][replayed == 1]).all(), "Robust PLR steps on replay updates"
     assert np.isnan(metrics["ppo/loss"][replayed == 0]).all(), "and reports no step on the others"
-    top = jax.jit(jax.vmap(functions.training_levels))(runner)
-    assert top.wall_map.shape == (config.num_seeds, config.num_envs, 5, 5)
+    top = jax.jit(functions.levels)(runner)
+    assert top.wall_map.shape == (config.run.num_seeds, config.ppo.num_envs, 5, 5)
 
 
 @pytest.mark.parametrize(("exploratory", "learns"), [(False, False), (True, True)])
@@ -73,9 +73,11 @@ def test_one_seed_runs_unbatched_like_the_vmapped_step(tmp_path):
     config = tiny_config(tmp_path, num_seeds=1)
     functions = plr.make_train(config)
     runner = jax.jit(functions.init)(jax.random.split(jax.random.key(0), 1))
-    unbatched, unbatched_metrics = jax.jit(vmap_seeds(functions.step))(runner)
-    batched, batched_metrics = jax.jit(jax.vmap(functions.step))(runner)
-    assert 0 < batched_metrics["buffer/replay_fraction"].sum() < config.total_updates, "both branches taken"
+    unbatched, unbatched_metrics = jax.jit(functions.step)(runner)
+    # The same seed twice takes the vmapped path (lax.cond computes both branches and selects).
+    twice = jax.tree.map(lambda leaf: jax.numpy.concatenate([leaf, leaf]), runner)
+    batched, batched_metrics = jax.tree.map(lambda leaf: leaf[:1], jax.jit(functions.step)(twice))
+    assert 0 < batched_metrics["buffer/replay_fraction"].sum() < config.run.total_updates, "both branches taken"
     assert_states_close(unbatched, batched, rtol=1e-4, atol=1e-6)
     for key, values in batched_metrics.items():
         np.testing.assert_allclose(unbatched_metrics[key], values, rtol=1e-4, atol=1e-6, err_msg=key)
@@ -84,9 +86,9 @@ def test_one_seed_runs_unbatched_like_the_vmapped_step(tmp_path):
 def test_resume_with_the_buffer_equals_uninterrupted(tmp_path):
     common = dict(log_interval=4, checkpoint_interval=4)
     straight = tiny_config(tmp_path, run_name="straight", **common)
-    plr.main(straight)
-    plr.main(tiny_config(tmp_path, run_name="split", total_updates=4, **common))
-    plr.main(tiny_config(tmp_path, run_name="split", resume=True, **common))
+    run_script(plr, straight)
+    run_script(plr, tiny_config(tmp_path, run_name="split", total_updates=4, **common))
+    run_script(plr, tiny_config(tmp_path, run_name="split", resume=True, **common))
     state_a, state_b = (newest_state(plr, straight, tmp_path / name) for name in ("straight", "split"))
     assert int(state_a.buffer.filled.sum()) > 0
     assert_states_close(state_a, state_b)

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from algos import accel_parallel, dr, paired
+from common.config import with_flags
 from common.devices import make_placement
-from tests.states import assert_states_close, newest_state
+from tests.states import assert_states_close, newest_state, run_script
 
 pytestmark = pytest.mark.skipif(jax.device_count() < 4, reason="needs 4 devices (XLA_FLAGS forces them on CPU)")
 
@@ -34,16 +35,16 @@ TINY = dict(
 
 def train_chunks(module, num_chunks=2, **overrides):
     """Drive `num_chunks` chunks as main() does; returns (placement, runner state on the host, metrics)."""
-    config = module.Config(**{**TINY, **overrides})
+    config = with_flags(module.Config(), **{**TINY, **overrides})
     functions = module.make_train(config)
-    placement = make_placement(config)
-    runner = placement.place(jax.jit(functions.init)(jax.random.split(jax.random.key(0), config.num_seeds)))
-    step = placement.jit(jax.vmap(functions.step))
+    placement = make_placement(config.run, config.ppo.num_envs)
+    runner = placement.place(jax.jit(functions.init)(jax.random.split(jax.random.key(0), config.run.num_seeds)))
+    step = placement.jit(functions.step)
     metrics = []
     for _ in range(num_chunks):
         runner, chunk_metrics = step(runner)
         metrics.append(placement.to_host(chunk_metrics))
-    evaluation = placement.to_host(placement.jit(jax.vmap(functions.evaluate))(runner))
+    evaluation = placement.to_host(placement.jit(functions.evaluate)(runner))
     return placement, runner, metrics, evaluation
 
 
@@ -79,12 +80,14 @@ def test_seeds_that_do_not_divide_split_envs_instead():
 
 
 def test_checkpoint_resumes_on_another_device_count(tmp_path):
-    run = lambda **flags: dr.main(dr.Config(**{**TINY, "num_seeds": 4, "runs_dir": str(tmp_path), **flags}))  # noqa: E731
+    run = lambda **flags: run_script(
+        dr, with_flags(dr.Config(), **{**TINY, "num_seeds": 4, "runs_dir": str(tmp_path), **flags})
+    )  # noqa: E731
     run(run_name="straight", num_devices=1, total_updates=6)
     run(run_name="moved", num_devices=4, total_updates=2)
     run(run_name="moved", num_devices=1, total_updates=4, resume=True)
     run(run_name="moved", num_devices=4, total_updates=6, resume=True)
-    config = dr.Config(**{**TINY, "num_seeds": 4})
+    config = with_flags(dr.Config(), **{**TINY, "num_seeds": 4})
     straight, moved = (newest_state(dr, config, tmp_path / name) for name in ("straight", "moved"))
     assert int(moved.update[0]) == 6
     assert_states_close(straight, moved, rtol=1e-5, atol=1e-6)

@@ -1,0 +1,303 @@
+"""The settings every algos/ script shares, and a script's config by flag name.
+
+`RunConfig` holds the run's seeds, length, folder, logging and evaluation, and `Devices` where it runs.
+A script's `Config` groups its fields into nested frozen dataclasses (the method's own fields first,
+then `env`, `ppo`, and `run: RunConfig` last); every field keeps a flat flag (`--run-name`, `--lr`,
+`--num-devices`), so a field's name is unique across the groups and names it everywhere: on the command
+line, in config.json and in `with_flags(config, lr=3e-4)`.
+
+`parse_command_line` is tyro's, except that `--resume` starts from the run's saved config.json; the
+driver then refuses any given flag that a resume must keep (`check_resumable`).
+"""
+
+import argparse
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, get_type_hints
+
+import tyro
+from tyro.conf import OmitArgPrefixes, arg
+
+from common.devices import placement_problems
+from common.errors import ConfigError
+from envs.heldout import HELDOUT_MAZES
+
+
+@dataclass(frozen=True)
+class Range:
+    """An `Annotated` marker of a numeric field: the values it allows (finite, `low` <= value <= `high`, and
+    above `low` when `above`). `range_problems` checks every marked field of a config; None is always allowed
+    (it means "not set")."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    above: bool = False
+
+    def allows(self, value) -> bool:
+        if not math.isfinite(value) or value > self.high:
+            return False
+        return value > self.low if self.above else value >= self.low
+
+    def describe(self) -> str:
+        if self.high < math.inf:
+            return f"in {'(' if self.above else '['}{self.low:g}, {self.high:g}]"
+        if self.low == 0:
+            return "positive" if self.above else "non-negative"
+        return f"{'above' if self.above else 'at least'} {self.low:g}"
+
+
+POSITIVE = Range(0, above=True)
+NON_NEGATIVE = Range(0)
+AT_LEAST_ONE = Range(1)
+FRACTION = Range(0, 1)
+ALL_DEVICES = "(default: all, if the seeds or envs split evenly over them)"
+
+
+@dataclass(frozen=True)
+class Devices:
+    num_devices: Annotated[int | None, AT_LEAST_ONE, arg(help_behavior_hint=ALL_DEVICES)] = None
+    """Devices to use: seeds are split across them when they divide evenly, else each seed's envs are."""
+    shard_envs: bool = False
+    """Split each seed's env batch across the devices (PPO gradients averaged) even when the seeds divide."""
+    coordinator_address: Annotated[str | None, arg(help_behavior_hint="(default: $JAX_COORDINATOR_ADDRESS)")] = None
+    """host:port of process 0 in a multi-host run (jax.distributed)."""
+    num_processes: Annotated[int, AT_LEAST_ONE] = 1
+    """Processes in a multi-host run, one per host ($JAX_NUM_PROCESSES overrides)."""
+    process_id: Annotated[int | None, NON_NEGATIVE, arg(help_behavior_hint="(default: $JAX_PROCESS_ID)")] = None
+    """This process's index in a multi-host run; process 0 writes all files."""
+
+
+SCREENSHOT_HELP = (
+    "Updates between PNG grids in images/ of the levels the method would train on now (DR: fresh samples; replay "
+    "methods: the highest-scoring buffer levels; PAIRED: the teacher's designs); 0 disables."
+)
+EVAL_MAZES_HELP = f"Held-out mazes evaluated during training, any of: {', '.join(HELDOUT_MAZES)}."
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    seed: Annotated[int, Range(0, 2**32 - 1)] = 0
+    """Base seed; seed i of the run uses jax.random.split(key(seed), num_seeds)[i]."""
+    num_seeds: Annotated[int, AT_LEAST_ONE] = 1
+    """Independent runs vmapped in one process."""
+    run_name: str = "run"
+    """Folder name under --runs-dir for config, logs, checkpoints, evaluations and images."""
+    runs_dir: str = "runs"
+    """Where run folders live."""
+    resume: bool = False
+    """Continue the run folder from its newest checkpoint with its saved config (run length, logging may change)."""
+    overwrite: bool = False
+    """Delete an existing run folder of the same name and start over."""
+    total_updates: Annotated[int, NON_NEGATIVE] = 30_000
+    """Stop after this many updates (what an update is: the script's docstring)."""
+    total_env_steps: Annotated[int | None, AT_LEAST_ONE, arg(help_behavior_hint="(default: no limit)")] = None
+    """Also stop once each seed has taken this many env steps."""
+    train_seconds: Annotated[float | None, POSITIVE, arg(help_behavior_hint="(default: no limit)")] = None
+    """Also stop after this much wall-clock training time in this process."""
+    log_interval: Annotated[int, AT_LEAST_ONE] = 10
+    """Updates per jitted chunk: logs.csv, progress and stop checks happen between chunks."""
+    eval_interval: Annotated[int, NON_NEGATIVE] = 100
+    """Updates between held-out evaluations (a multiple of --log-interval; 0 disables)."""
+    eval_mazes: Annotated[tuple[str, ...], arg(help=EVAL_MAZES_HELP)] = ("SixteenRooms", "Labyrinth", "StandardMaze")
+    eval_episodes: Annotated[int, AT_LEAST_ONE] = 10
+    """Episodes per maze per seed at each evaluation; actions are sampled, first episode counts."""
+    checkpoint_interval: Annotated[int, AT_LEAST_ONE] = 100
+    """Updates between checkpoints (a multiple of --log-interval)."""
+    keep_checkpoints: Annotated[int, AT_LEAST_ONE] = 2
+    """Newest checkpoints kept in checkpoints/."""
+    archive_interval: Annotated[int, NON_NEGATIVE] = 0
+    """Updates between checkpoints copied to checkpoints/archive/ and never pruned (0 disables)."""
+    screenshot_interval: Annotated[int, NON_NEGATIVE, arg(help=SCREENSHOT_HELP)] = 1000
+    track: bool = False
+    """Log to Weights & Biases (one run per seed, grouped by run name; WANDB_MODE=offline works)."""
+    wandb_project: str = "cleanued"
+    """wandb project."""
+    wandb_entity: Annotated[str | None, arg(help_behavior_hint="(default: your wandb default)")] = None
+    """wandb entity (team or user)."""
+    devices: Annotated[Devices, OmitArgPrefixes] = Devices()
+    """Devices and hosts: where the seeds and envs run (common/devices.py)."""
+
+
+FIXED_RUN_FIELDS = ("seed", "num_seeds")
+"""RunConfig fields that define the experiment: a resumed run keeps them. Every other RunConfig field (run
+length, logging, evaluation, placement) may change on resume."""
+
+
+def run_problems(run: RunConfig, num_envs: int) -> list[tuple[bool, str]]:
+    """(failed, message) checks of the run settings beyond their ranges, for a script's `Config.__post_init__`."""
+    intervals = {
+        "--eval-interval": run.eval_interval,
+        "--checkpoint-interval": run.checkpoint_interval,
+        "--archive-interval": run.archive_interval,
+        "--screenshot-interval": run.screenshot_interval,
+        "--total-updates": run.total_updates,
+    }
+    return [
+        *(
+            (value % run.log_interval, f"{flag} ({value}) must be a multiple of --log-interval ({run.log_interval})")
+            for flag, value in intervals.items()
+        ),
+        (run.resume and run.overwrite, "--resume and --overwrite exclude each other"),
+        *(
+            (name not in HELDOUT_MAZES, f"unknown --eval-mazes entry {name!r}; choose from {', '.join(HELDOUT_MAZES)}")
+            for name in run.eval_mazes
+        ),
+        *placement_problems(run.devices, run.num_seeds, num_envs),
+    ]
+
+
+def range_problems(config) -> list[tuple[bool, str]]:
+    """(failed, message) for every field of a (nested) config marked with a `Range`, checked before anything
+    else so later checks can rely on the ranges."""
+    problems = []
+    hints = get_type_hints(type(config), include_extras=True)
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if dataclasses.is_dataclass(value):
+            problems += range_problems(value)
+            continue
+        for marker in getattr(hints[field.name], "__metadata__", ()):
+            if isinstance(marker, Range) and value is not None:
+                message = f"{flag(field.name)} must be {marker.describe()}, got {value}"
+                problems.append((isinstance(value, bool) or not marker.allows(value), message))
+    return problems
+
+
+def raise_first(problems: list[tuple[bool, str]]) -> None:
+    """Raise a ConfigError with the message of the first failed check."""
+    for failed, message in problems:
+        if failed:
+            raise ConfigError(message)
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _groups(config) -> dict[str, str]:
+    """{field name: path to its group} for every leaf field of a nested config ('' for the top level)."""
+    found = {}
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if dataclasses.is_dataclass(value):
+            for name, path in _groups(value).items():
+                found[name] = f"{field.name}.{path}".rstrip(".")
+        else:
+            if field.name in found:
+                raise TypeError(f"field {field.name} appears twice in {type(config).__name__}")
+            found[field.name] = ""
+    return found
+
+
+def flags_of(config) -> dict:
+    """Every leaf field of a nested config by its name (= its flag without dashes), JSON-ready."""
+
+    def leaves(node) -> dict:
+        values = {}
+        for field in dataclasses.fields(node):
+            value = getattr(node, field.name)
+            values.update(leaves(value) if dataclasses.is_dataclass(value) else {field.name: value})
+        return values
+
+    return json.loads(json.dumps(leaves(config)))
+
+
+def with_flags(config, **values):
+    """A copy of `config` with fields replaced by their flag names, in whichever group they live
+    (`with_flags(dr.Config(), num_envs=8, total_updates=20)`); the result is validated like the command line."""
+    groups = _groups(config)
+    unknown = sorted(name for name in values if name not in groups)
+    if unknown:
+        raise ConfigError(f"{type(config).__name__} has no {', '.join(flag(name) for name in unknown)}")
+
+    def replace(node, path: str):
+        changes = {}
+        for field in dataclasses.fields(node):
+            value = getattr(node, field.name)
+            if dataclasses.is_dataclass(value):
+                inner = f"{path}.{field.name}".lstrip(".")
+                if any(groups[name] == inner or groups[name].startswith(inner + ".") for name in values):
+                    changes[field.name] = replace(value, inner)
+            elif field.name in values and groups[field.name] == path:
+                given = values[field.name]
+                changes[field.name] = tuple(given) if isinstance(given, list) else given
+        return dataclasses.replace(node, **changes) if changes else node
+
+    return replace(config, "")
+
+
+def resumable_fields(saved: dict) -> set[str]:
+    """Fields a resumed run may change: RunConfig's (but the seeds) unless a learning-rate schedule depends on
+    the run length, which then stays as started."""
+    names = {field for field in _groups(RunConfig())} - set(FIXED_RUN_FIELDS)
+    if any(value is True for name, value in saved.items() if name.endswith("anneal_lr")):
+        names.discard("total_updates")
+    return names
+
+
+def config_differences(saved: dict, current: dict, may_change: set[str]) -> list[str]:
+    """'--flag: saved X, now Y' for every field outside `may_change` that differs."""
+    return [
+        f"{flag(name)}: saved {saved.get(name)!r}, now {current.get(name)!r}"
+        for name in sorted(saved.keys() | current.keys())
+        if name not in may_change and saved.get(name) != current.get(name)
+    ]
+
+
+def check_resumable(saved: dict, current: dict, where) -> None:
+    """Raise, listing every differing flag, if `current` differs from `saved` in a field a resume must keep."""
+    differing = config_differences(saved, current, resumable_fields(saved))
+    if differing:
+        raise ConfigError(f"cannot resume {where}: the config differs in {'; '.join(differing)}")
+
+
+def read_saved_config(run_dir: Path) -> dict:
+    """config.json of a run folder: {"script": ..., "config": {flag name: value}}, or a one-line error."""
+    path = run_dir / "config.json"
+    if not path.is_file():
+        raise ConfigError(f"{run_dir} is not a run folder (no config.json)")
+    try:
+        saved = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{path} is not valid JSON ({error})") from None
+    if not (isinstance(saved, dict) and isinstance(saved.get("script"), str) and isinstance(saved.get("config"), dict)):
+        raise ConfigError(f"{path} is not a cleanued config (expected an object with 'script' and 'config')")
+    return saved
+
+
+def config_from_saved(config_class, saved: dict, where):
+    """The script's Config with the values of a saved config (flag names), checked like the command line."""
+    try:
+        return with_flags(config_class(), **saved)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"{where}: saved config does not fit {config_class.__module__}.Config ({error})") from None
+
+
+def summary(docstring: str) -> str:
+    """The first paragraph of a module docstring, as one line (the head of --help)."""
+    return " ".join(docstring.strip().split("\n\n")[0].split())
+
+
+def parse_command_line(config_class, description: str, args: list[str] | None = None):
+    """The script's Config from the command line. With --resume, the run's saved config.json supplies every
+    value: flags for run length, logging and placement override it, and any other flag that differs from it
+    is refused, listing every such flag."""
+    peek = argparse.ArgumentParser(add_help=False)
+    peek.add_argument("--resume", action="store_true")
+    peek.add_argument("--no-resume", dest="resume", action="store_false")
+    peek.add_argument("--overwrite", action="store_true")
+    peek.add_argument("--run-name")
+    peek.add_argument("--runs-dir")
+    known, _ = peek.parse_known_args(args)
+    if not known.resume:
+        return tyro.cli(config_class, description=description, args=args)
+    if known.overwrite:
+        raise ConfigError("--resume and --overwrite exclude each other")
+    defaults = config_class().run
+    run_dir = Path(known.runs_dir or defaults.runs_dir) / (known.run_name or defaults.run_name)
+    saved = read_saved_config(run_dir)["config"]
+    start = config_from_saved(config_class, {**saved, "resume": True, "overwrite": False}, run_dir)
+    return tyro.cli(config_class, description=description, args=args, default=start)

@@ -1,0 +1,158 @@
+"""The run loop every algos/ script shares: it drives a script's jitted training functions chunk by chunk.
+
+A script ends with `driver.main(Config, make_train, __doc__, __file__, HEADLINE_METRICS)`. `run` then
+prepares the run folder (new, --resume or --overwrite), restores the newest checkpoint, compiles one
+chunk of `--log-interval` updates, and repeats: step a chunk, check that losses and parameters are finite,
+write logs.csv / wandb / the progress line, evaluate and take pictures when due, checkpoint, and stop on
+--total-updates, --total-env-steps, --train-seconds, Ctrl+C or SIGTERM. In a multi-host run every process
+runs the same computations, process 0's stop decisions are broadcast, and only process 0 writes files.
+
+`whole_run` is the same schedule as one pure function, for `BatchedOverSeeds.train`.
+"""
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import jax
+import numpy as np
+
+from common.checkpoint import Checkpoints
+from common.config import flags_of, parse_command_line, summary
+from common.devices import initialize_distributed, make_placement
+from common.runs import (
+    RunLog,
+    StopSignal,
+    chunk_rows,
+    compile_timed,
+    one_line_errors,
+    prepare_run_dir,
+    record_config,
+    stop_reason,
+)
+from envs.render import render_grid, save_png
+
+
+class BatchedOverSeeds(NamedTuple):
+    """What a script's `make_train(config)` returns. Every function takes and returns all seeds at once: each
+    leaf of the runner state, of the metrics and of the levels has a leading [num_seeds] axis."""
+
+    init: Callable  # rngs [S] -> runner state
+    step: Callable  # runner state -> (runner state, metrics {key: [S, log_interval]}): one chunk of updates
+    evaluate: Callable  # runner state -> held-out metrics {key: [S]}
+    levels: Callable  # runner state -> Level [S, n]: the training levels the pictures show
+    train: Callable  # rngs [S] -> (runner state, (metrics, eval metrics)): the whole run, pure
+
+
+def whole_run(init: Callable, step: Callable, evaluate: Callable, run) -> Callable:
+    """The pure `train(rngs)` of a run (`run`: a common.config.RunConfig): `init`, then periods of
+    --eval-interval updates > chunks of --log-interval updates (`step`), evaluating after each period.
+    Seeds are batched inside each chunk exactly as the driver does, so driving chunk by chunk is bitwise
+    equal to this; batching the outer loops instead would let XLA reorder float reductions."""
+
+    def chunks(runner, num_chunks: int):
+        return jax.lax.scan(lambda runner, _: step(runner), runner, None, num_chunks)
+
+    def train(rngs):
+        runner = init(rngs)
+        if run.eval_interval == 0:
+            runner, metrics = chunks(runner, run.total_updates // run.log_interval)
+            return runner, (metrics, {})
+
+        def period(runner, _):
+            runner, metrics = chunks(runner, run.eval_interval // run.log_interval)
+            return runner, (metrics, evaluate(runner))
+
+        return jax.lax.scan(period, runner, None, run.total_updates // run.eval_interval)
+
+    return train
+
+
+def main(config_class, make_train: Callable, docstring: str, script_file: str, headline: tuple[str, ...]) -> None:
+    """A script's command line: parse the flags (on --resume, from the saved config) and `run` them, reporting
+    bad input as one `error:` line with exit status 2."""
+    with one_line_errors():
+        config = parse_command_line(config_class, summary(docstring))
+        run(config, make_train, f"algos/{Path(script_file).name}", headline)
+
+
+def run(config, make_train: Callable, script: str, headline: tuple[str, ...]) -> Path:
+    """Train `config` with the functions of `make_train(config)` (a BatchedOverSeeds), writing the run folder
+    as process 0; `headline` names the metrics on the progress line. Returns the run folder."""
+    settings = config.run
+    initialize_distributed(settings.devices)
+    placement = make_placement(settings, config.ppo.num_envs)
+    writer = placement.is_main_process  # in a multi-host run only process 0 writes files
+    run_dir = prepare_run_dir(config) if writer else Path(settings.runs_dir) / settings.run_name
+    functions = make_train(config)
+    init = jax.jit(functions.init)
+    rngs = jax.random.split(jax.random.key(settings.seed), settings.num_seeds)
+    checkpoints = Checkpoints(run_dir, settings.keep_checkpoints, settings.archive_interval, flags_of(config))
+    restored = checkpoints.restore(jax.eval_shape(init, rngs)) if settings.resume else None
+    runner, update = restored if restored else (init(rngs), 0)
+    runner = placement.place(runner)
+    if writer:
+        record_config(run_dir, config, script)
+    if restored:
+        print(f"resumed {run_dir} at update {update}", file=sys.stderr)
+    step_chunk = compile_timed("training chunk", placement.jit(functions.step), runner)
+    evaluate = placement.jit(functions.evaluate)
+    training_levels = placement.jit(functions.levels)
+
+    metric_keys = [key for key in step_chunk.out_info[1] if key != "health/finite"]
+    eval_keys = list(jax.eval_shape(evaluate, runner)) if settings.eval_interval else []
+    headline = (*headline, *(key for key in eval_keys if "solve_rate" in key))
+    log = RunLog(config, run_dir, metric_keys + eval_keys, update, headline) if writer else None
+    saved_update = update if restored else None
+    started = time.perf_counter()
+    with StopSignal() as stop_signal:
+        while True:
+            reason = stop_reason(settings, update, update * config.env_steps_per_update, time.perf_counter() - started)
+            # Every process must run the same computations, so process 0's stop decisions are broadcast.
+            if placement.agree(reason is not None):
+                break
+            chunk_started = time.perf_counter()
+            next_runner, metrics = step_chunk(runner)
+            metrics = placement.to_host(metrics)  # blocks: the timing below is true
+            env_steps_per_s = (
+                settings.log_interval
+                * config.env_steps_per_update
+                * settings.num_seeds
+                / (time.perf_counter() - chunk_started)
+            )
+            finite = metrics.pop("health/finite").all(axis=1)
+            if not finite.all():
+                newest = checkpoints.newest()
+                raise SystemExit(
+                    f"error: non-finite loss or parameters in updates {update + 1}-{update + settings.log_interval} "
+                    f"(seeds {np.flatnonzero(~finite).tolist()}); last good checkpoint: {newest or 'none'}"
+                )
+            runner, update = next_runner, update + settings.log_interval
+            rows = chunk_rows(
+                metrics, update, update * config.env_steps_per_update, time.perf_counter() - started, env_steps_per_s
+            )
+            if settings.eval_interval and update % settings.eval_interval == 0:
+                eval_metrics = placement.to_host(evaluate(runner))
+                for seed, row in enumerate(rows):
+                    row.update({key: float(values[seed]) for key, values in eval_metrics.items()})
+            if settings.screenshot_interval and update % settings.screenshot_interval == 0:
+                first_seed_levels = jax.tree.map(lambda x: x[0], placement.to_host(training_levels(runner)))
+                if writer:
+                    save_png(render_grid(first_seed_levels), run_dir / "images" / f"levels_update_{update:08d}.png")
+            if writer:
+                log.write(rows, env_steps_per_s)
+            stop_requested = placement.agree(bool(stop_signal.requested))
+            if update % settings.checkpoint_interval == 0 or stop_requested:
+                placement.save(checkpoints, runner, update)
+                saved_update = update
+            if stop_requested:
+                reason = f"stopped by {stop_signal.requested or 'process 0'}"
+                break
+    if saved_update != update:
+        placement.save(checkpoints, runner, update)
+    if writer:
+        log.close()
+        print(f"{reason}; {run_dir} at update {update}", file=sys.stderr)
+    return run_dir

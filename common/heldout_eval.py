@@ -1,0 +1,82 @@
+"""Zero-shot evaluation of a recurrent policy on held-out mazes, the same protocol for every method (so a
+variant author cannot change it by accident): actions are sampled, and each attempt counts its first
+episode. Jittable and vmappable; the policy is passed in as its network's `apply`.
+"""
+
+import functools
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from envs.heldout import HeldoutMaze
+from envs.maze import EnvParams, Level, Observation, reset_to_level, step
+
+
+class EvalState(NamedTuple):  # leaves [num_episodes, ...]
+    obs: Observation
+    env_state: object
+    carry: object
+    finished: jax.Array  # the first episode has ended
+    returns: jax.Array
+    lengths: jax.Array
+
+
+class EvalResult(NamedTuple):
+    returns: jax.Array  # [E], first episode of each attempt
+    episode_length: jax.Array  # [E], steps of that episode
+    levels: Level  # [E]
+    agent_pos: jax.Array  # [T, E, 2]
+    agent_dir: jax.Array  # [T, E]
+
+
+def evaluate_policy(
+    rng, apply: Callable, params, carry, maze: HeldoutMaze, env_params: EnvParams, num_episodes: int
+) -> EvalResult:
+    """Sampled-action rollouts on `num_episodes` levels of `maze`, counting each one's first episode.
+
+    `apply(params, carry, obs [1, E, ...], reset [1, E]) -> (carry, logits [1, E, A], value)` is the policy
+    network's apply and `carry` its initial carry for E envs. Trajectories cover the maze's max_steps; they
+    feed GIFs, and jit drops them when unused."""
+    rng_levels, rng_steps = jax.random.split(rng)
+    env_params = maze.env_params(env_params)
+    levels = jax.vmap(maze.sample)(jax.random.split(rng_levels, num_episodes))
+    obs, env_state = jax.vmap(reset_to_level, (None, 0, None))(rng_levels, levels, env_params)
+    step_env = jax.vmap(functools.partial(step, params=env_params))
+    no_reset = jnp.zeros((1, num_episodes), bool)
+
+    def one_step(state: EvalState, rng_step):
+        rng_action, rng_env = jax.random.split(rng_step)
+        carry, logits, _ = apply(params, state.carry, jax.tree.map(lambda x: x[None], state.obs), no_reset)
+        action = jax.random.categorical(rng_action, logits[0])
+        obs, env_state, reward, done, _ = step_env(jax.random.split(rng_env, num_episodes), state.env_state, action)
+        state = EvalState(
+            obs=obs,
+            env_state=env_state,
+            carry=carry,
+            finished=state.finished | done,
+            returns=state.returns + jnp.where(state.finished, 0.0, reward),
+            lengths=state.lengths + ~state.finished,
+        )
+        return state, (env_state.agent_pos, env_state.agent_dir)
+
+    zeros = jnp.zeros(num_episodes, jnp.int32)
+    start = EvalState(obs, env_state, carry, zeros.astype(bool), zeros * 0.0, zeros)
+    end, (positions, directions) = jax.lax.scan(one_step, start, jax.random.split(rng_steps, maze.max_steps))
+    return EvalResult(end.returns, end.lengths, levels, positions, directions)
+
+
+def heldout_metrics(
+    rng, apply: Callable, params, carry, mazes: dict[str, HeldoutMaze], env_params: EnvParams, num_episodes: int
+) -> dict:
+    """`eval/solve_rate/<maze>` and `eval/return/<maze>` over `num_episodes` attempts on each maze (each maze
+    with its own key, folded from `rng`)."""
+    metrics = {}
+    for index, (name, maze) in enumerate(mazes.items()):
+        returns = evaluate_policy(
+            jax.random.fold_in(rng, index), apply, params, carry, maze, env_params, num_episodes
+        ).returns
+        metrics[f"eval/solve_rate/{name}"] = (returns > 0).mean()
+        metrics[f"eval/return/{name}"] = returns.mean()
+    return metrics

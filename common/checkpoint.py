@@ -37,15 +37,33 @@ def _to_host(tree):
     return jax.tree.map(lambda leaf: np.asarray(jax.random.key_data(leaf) if _is_key(leaf) else leaf), tree)
 
 
+TEMPORARY = re.compile(r"^\..+\.tmp-\d+$")
+"""Names of `write_atomic`'s temporary files: `.<name>.tmp-<pid>`."""
+
+
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write `data` so that `path` is either the old file or the complete new one, never a torn write."""
+    """Write `data` so that `path` is either the old file or the complete new one, never a torn write. On any
+    failure (a full disk, an interrupt) the temporary file is removed and the error raised."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(temporary, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def sweep_temporary_files(run_dir: Path) -> list[Path]:
+    """Delete the temporary files that interrupted writes (kill -9, power loss) left in a run folder; only call
+    while holding the run folder's lock, when no other process can be writing one. Returns what was deleted."""
+    found = [path for path in run_dir.rglob(".*.tmp-*") if path.is_file() and TEMPORARY.match(path.name)]
+    for path in found:
+        path.unlink()
+    return found
 
 
 def save(path: Path, state, update: int, config: dict) -> Path:
@@ -134,13 +152,14 @@ class Checkpoints:
             write_atomic(checkpoint_path(self.directory / "archive", update), path.read_bytes())
         return path
 
-    def restore(self, template) -> tuple[object, int] | None:
-        """(state, update) from the newest checkpoint, or None when there is none yet."""
+    def restore(self, template) -> tuple[object, int, dict, Path] | None:
+        """(state, update, the config saved with it, its path) from the newest checkpoint, or None when there
+        is none yet."""
         newest = self.newest()
         if newest is None:
             return None
         try:
-            state, update, _ = load(newest, template)
+            state, update, config = load(newest, template)
         except CheckpointError as error:
             raise CheckpointError(f"{error}; delete it to resume from the previous checkpoint") from None
-        return state, update
+        return state, update, config, newest

@@ -140,6 +140,10 @@ def run_problems(run: RunConfig, num_envs: int) -> list[tuple[bool, str]]:
             (value % run.log_interval, f"{flag} ({value}) must be a multiple of --log-interval ({run.log_interval})")
             for flag, value in intervals.items()
         ),
+        (
+            run.run_name in ("", ".", "..") or any(char in run.run_name for char in "/\\\0"),
+            f"--run-name {run.run_name!r} must be one plain folder name (not empty, '.' or '..', no slashes)",
+        ),
         (run.resume and run.overwrite, "--resume and --overwrite exclude each other"),
         *(
             (name not in HELDOUT_MAZES, f"unknown --eval-mazes entry {name!r}; choose from {', '.join(HELDOUT_MAZES)}")

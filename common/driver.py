@@ -10,6 +10,8 @@ runs the same computations, process 0's stop decisions are broadcast, and only p
 `whole_run` is the same schedule as one pure function, for `BatchedOverSeeds.train`.
 """
 
+import contextlib
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -19,16 +21,18 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from common.checkpoint import Checkpoints
-from common.config import flags_of, parse_command_line, summary
+from common.checkpoint import Checkpoints, sweep_temporary_files
+from common.config import check_resumable, flags_of, parse_command_line, summary
 from common.devices import initialize_distributed, make_placement
+from common.errors import ConfigError
 from common.runs import (
     RunLog,
     StopSignal,
     chunk_rows,
     compile_timed,
     one_line_errors,
-    prepare_run_dir,
+    open_run_folder,
+    read_log,
     record_config,
     stop_reason,
 )
@@ -80,59 +84,81 @@ def main(config_class, make_train: Callable, docstring: str, script_file: str, h
 
 def run(config, make_train: Callable, script: str, headline: tuple[str, ...]) -> Path:
     """Train `config` with the functions of `make_train(config)` (a BatchedOverSeeds), writing the run folder
-    as process 0; `headline` names the metrics on the progress line. Returns the run folder."""
+    as process 0, which holds the folder's lock until this returns or the process ends; `headline` names the
+    metrics on the progress line. Returns the run folder."""
     settings = config.run
     initialize_distributed(settings.devices)
     placement = make_placement(settings, config.ppo.num_envs)
     writer = placement.is_main_process  # in a multi-host run only process 0 writes files
-    run_dir = prepare_run_dir(config) if writer else Path(settings.runs_dir) / settings.run_name
+    if not writer:
+        return train(config, make_train, script, headline, placement, Path(settings.runs_dir) / settings.run_name)
+    folder = open_run_folder(config)
+    try:
+        return train(config, make_train, script, headline, placement, folder.path)
+    finally:
+        os.close(folder.lock)
+
+
+def train(config, make_train: Callable, script: str, headline: tuple[str, ...], placement, run_dir: Path) -> Path:
+    """The body of `run`, once the run folder is held (by process 0, the only one that writes)."""
+    settings = config.run
+    writer = placement.is_main_process
+    if writer and not settings.resume:
+        record_config(run_dir, config, script)  # marks the folder as a run folder from the start
     functions = make_train(config)
     init = jax.jit(functions.init)
     rngs = jax.random.split(jax.random.key(settings.seed), settings.num_seeds)
     checkpoints = Checkpoints(run_dir, settings.keep_checkpoints, settings.archive_interval, flags_of(config))
-    restored = checkpoints.restore(jax.eval_shape(init, rngs)) if settings.resume else None
-    runner, update = restored if restored else (init(rngs), 0)
-    runner = placement.place(runner)
-    if writer:
-        record_config(run_dir, config, script)
-    if restored:
+    previous_log, wall_offset = None, 0.0
+    if settings.resume:
+        runner, update, saved, path = checkpoints.restore(jax.eval_shape(init, rngs))
+        check_resumable(saved, flags_of(config), f"from {path}, a checkpoint saved with another config")
+        if writer:
+            previous_log = read_log(run_dir / "logs.csv", update)
+            wall_offset = float(previous_log.rows[-1]["wall_time"]) if previous_log.rows else 0.0
+            for warning in previous_log.warnings:
+                print(f"warning: {warning}", file=sys.stderr)
+            sweep_temporary_files(run_dir)  # this process holds the lock: no other write can be under way
+            record_config(run_dir, config, script)
         print(f"resumed {run_dir} at update {update}", file=sys.stderr)
-    step_chunk = compile_timed("training chunk", placement.jit(functions.step), runner)
-    evaluate = placement.jit(functions.evaluate)
-    training_levels = placement.jit(functions.levels)
-
-    metric_keys = [key for key in step_chunk.out_info[1] if key != "health/finite"]
-    eval_keys = list(jax.eval_shape(evaluate, runner)) if settings.eval_interval else []
-    headline = (*headline, *(key for key in eval_keys if "solve_rate" in key))
-    log = RunLog(config, run_dir, metric_keys + eval_keys, update, headline) if writer else None
-    saved_update = update if restored else None
-    started = time.perf_counter()
-    with StopSignal() as stop_signal:
+    else:
+        runner, update = init(rngs), 0
+    runner = placement.place(runner)
+    with StopSignal() as stop_signal, errors_as_one_line(run_dir, checkpoints):
+        print(f"compiling: a chunk of {settings.log_interval} updates, evaluation and pictures...", file=sys.stderr)
+        step_chunk = compile_timed("training chunk", placement.jit(functions.step), runner)
+        evaluate, eval_keys = None, []
+        if settings.eval_interval:
+            evaluate = compile_timed("evaluation", placement.jit(functions.evaluate), runner)
+            eval_keys = list(evaluate.out_info)
+        training_levels = placement.jit(functions.levels)
+        metric_keys = [key for key in step_chunk.out_info[1] if key != "health/finite"]
+        headline = (*headline, *(key for key in eval_keys if "solve_rate" in key))
+        log = RunLog(config, run_dir, metric_keys + eval_keys, update, headline, previous_log) if writer else None
+        saved_update = update if settings.resume else None
+        started = time.perf_counter()
         while True:
             reason = stop_reason(settings, update, update * config.env_steps_per_update, time.perf_counter() - started)
+            if stop_signal.requested:
+                reason = f"stopped by {stop_signal.requested}"
             # Every process must run the same computations, so process 0's stop decisions are broadcast.
             if placement.agree(reason is not None):
                 break
             chunk_started = time.perf_counter()
             next_runner, metrics = step_chunk(runner)
             metrics = placement.to_host(metrics)  # blocks: the timing below is true
-            env_steps_per_s = (
-                settings.log_interval
-                * config.env_steps_per_update
-                * settings.num_seeds
-                / (time.perf_counter() - chunk_started)
-            )
+            chunk_env_steps = settings.log_interval * config.env_steps_per_update * settings.num_seeds
+            env_steps_per_s = chunk_env_steps / (time.perf_counter() - chunk_started)
             finite = metrics.pop("health/finite").all(axis=1)
             if not finite.all():
-                newest = checkpoints.newest()
+                updates, seeds = f"{update + 1}-{update + settings.log_interval}", np.flatnonzero(~finite).tolist()
                 raise SystemExit(
-                    f"error: non-finite loss or parameters in updates {update + 1}-{update + settings.log_interval} "
-                    f"(seeds {np.flatnonzero(~finite).tolist()}); last good checkpoint: {newest or 'none'}"
+                    f"error: non-finite loss or parameters in updates {updates} (seeds {seeds}); "
+                    f"last good checkpoint: {checkpoints.newest() or 'none'}"
                 )
             runner, update = next_runner, update + settings.log_interval
-            rows = chunk_rows(
-                metrics, update, update * config.env_steps_per_update, time.perf_counter() - started, env_steps_per_s
-            )
+            wall_time = wall_offset + time.perf_counter() - started
+            rows = chunk_rows(metrics, update, update * config.env_steps_per_update, wall_time, env_steps_per_s)
             if settings.eval_interval and update % settings.eval_interval == 0:
                 eval_metrics = placement.to_host(evaluate(runner))
                 for seed, row in enumerate(rows):
@@ -144,15 +170,27 @@ def run(config, make_train: Callable, script: str, headline: tuple[str, ...]) ->
             if writer:
                 log.write(rows, env_steps_per_s)
             stop_requested = placement.agree(bool(stop_signal.requested))
-            if update % settings.checkpoint_interval == 0 or stop_requested:
+            archive = settings.archive_interval and update % settings.archive_interval == 0
+            if update % settings.checkpoint_interval == 0 or archive or stop_requested:
                 placement.save(checkpoints, runner, update)
                 saved_update = update
             if stop_requested:
                 reason = f"stopped by {stop_signal.requested or 'process 0'}"
                 break
-    if saved_update != update:
-        placement.save(checkpoints, runner, update)
+        if saved_update != update:
+            placement.save(checkpoints, runner, update)
     if writer:
         log.close()
         print(f"{reason}; {run_dir} at update {update}", file=sys.stderr)
     return run_dir
+
+
+@contextlib.contextmanager
+def errors_as_one_line(run_dir: Path, checkpoints: Checkpoints):
+    """A failed write (a full disk, a folder gone) becomes one line naming the newest complete checkpoint."""
+    try:
+        yield
+    except OSError as error:
+        newest = checkpoints.newest() or "none"
+        message = f"could not write to {run_dir} ({error.strerror or error}); its newest complete checkpoint is"
+        raise ConfigError(f"{message} {newest}: free space, then --resume") from None

@@ -18,16 +18,26 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import jax
 import numpy as np
 import tyro
+from tyro.conf import arg
 
 # SCAFFOLDING: the repo root on sys.path so `python common/evaluate.py` works like `python -m common.evaluate`.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common.checkpoint import list_checkpoints, load  # noqa: E402
-from common.config import config_from_saved, read_saved_config, with_flags  # noqa: E402
+from common.config import (  # noqa: E402
+    AT_LEAST_ONE,
+    Range,
+    config_from_saved,
+    raise_first,
+    range_problems,
+    read_saved_config,
+    with_flags,
+)
 from common.errors import ConfigError  # noqa: E402
 from common.heldout_eval import evaluate_policy  # noqa: E402
 from common.provenance import REPO_ROOT  # noqa: E402
@@ -47,22 +57,21 @@ class Args:
     """Run folder made by an algos/ script (holds config.json and checkpoints/)."""
     mazes: tuple[str, ...] = ("SixteenRooms", "Labyrinth", "StandardMaze")
     """Held-out mazes to evaluate on."""
-    episodes: int = 100
+    episodes: Annotated[int, AT_LEAST_ONE] = 100
     """Episodes per maze per seed."""
     policy: str = "student"
-    """Which policy of the run to evaluate (DR: student; PAIRED: protagonist or antagonist)."""
-    checkpoint: Path | None = None
-    """A specific checkpoint file; default: the run's newest."""
-    seed: int = 0
+    """Policy to evaluate: student (every method), or protagonist, antagonist, student<i> of a PAIRED run."""
+    checkpoint: Annotated[Path | None, arg(help_behavior_hint="(default: the run's newest)")] = None
+    """A specific checkpoint file."""
+    seed: Annotated[int, Range(0, 2**32 - 1)] = 0
     """Evaluation seed."""
-    out: Path | None = None
-    """CSV path; default: <run-dir>/eval/evaluate_<update>_<time>.csv."""
+    out: Annotated[Path | None, arg(help_behavior_hint="(default: <run-dir>/eval/evaluate_<update>_<time>.csv)")] = None
+    """CSV path."""
     gif: bool = False
     """Save seed 0's first episode on each maze as <run-dir>/eval/<maze>_update_<update>.gif."""
 
     def __post_init__(self):
-        if self.episodes < 1:
-            raise ConfigError("--episodes must be at least 1")
+        raise_first(range_problems(self))
         for name in self.mazes:
             if name not in HELDOUT_MAZES:
                 raise ConfigError(f"unknown maze {name!r}; choose from {', '.join(HELDOUT_MAZES)}")

@@ -8,49 +8,108 @@ A run folder `runs/<run-name>/` holds `config.json`, `logs.csv`, `checkpoints/` 
 
 import contextlib
 import csv
+import fcntl
 import io
 import json
 import math
+import os
+import re
 import shutil
 import signal
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
-from common.checkpoint import CheckpointError, write_atomic
+from common.checkpoint import CheckpointError, list_checkpoints, write_atomic
 from common.config import check_resumable, flags_of, read_saved_config
 from common.errors import ConfigError
 
 
 @contextlib.contextmanager
 def one_line_errors():
-    """Turn bad flags, run folders and checkpoints into `error: <message>` on stderr and exit status 2,
-    instead of a traceback."""
+    """Turn bad flags, run folders and checkpoints into `error: <message>` on stderr and exit status 2, and an
+    interrupt that could not stop cleanly (a second Ctrl+C) into one line and exit status 130, instead of a
+    traceback."""
     try:
         yield
     except (ConfigError, CheckpointError) as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+    except KeyboardInterrupt:
+        print("error: interrupted; files written so far are complete (writes are atomic)", file=sys.stderr)
+        raise SystemExit(130) from None
 
 
-def prepare_run_dir(config) -> Path:
-    """Check and create `runs_dir/run_name` as the flags ask (new, --resume or --overwrite); refuse
-    anything that would lose or mix up saved work. Writes nothing into an existing run: config.json is
-    written by `record_config` once a resumed checkpoint has loaded."""
+SCRIPT = re.compile(r"^algos/[A-Za-z0-9_]+\.py$")
+
+
+class RunFolder(NamedTuple):
+    path: Path
+    lock: int  # an open descriptor of the folder, locked (flock): the OS releases it on any exit, kill -9 too
+
+
+def is_run_folder(run_dir: Path) -> bool:
+    """Whether `run_dir` holds a config.json written by an algos/ script (the only folders --overwrite deletes)."""
+    try:
+        return bool(SCRIPT.match(read_saved_config(run_dir)["script"]))
+    except ConfigError:
+        return False
+
+
+def lock_run_folder(run_dir: Path) -> int:
+    """An exclusive OS lock on the run folder itself (no lock file to go stale), or a one-line refusal if another
+    process holds it. Returns the locked descriptor; keep it open for as long as the folder is in use."""
+    descriptor = os.open(run_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        raise ConfigError(f"{run_dir} is in use by another process; wait for it to end") from None
+    return descriptor
+
+
+def open_run_folder(config) -> RunFolder:
+    """Check `runs_dir/run_name` against the flags (new, --resume or --overwrite) and take its lock. Refuses
+    anything that would lose or mix saved work: a name that is not one plain folder name (checked with the
+    flags), a folder another process holds, --overwrite of a folder that is not a run folder, --resume of a
+    folder with no checkpoint. Writes nothing, except that --overwrite deletes the old run once locked; a new
+    run's config.json follows at once (`record_config`)."""
     run = config.run
     run_dir = Path(run.runs_dir) / run.run_name
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"{run_dir} exists and is not a folder; choose another --run-name")
     if run.resume:
         saved = read_saved_config(run_dir)
         check_resumable(saved["config"], flags_of(config), run_dir)
-    elif run_dir.exists() and any(run_dir.iterdir()):
+        lock = lock_run_folder(run_dir)
+        if not list_checkpoints(run_dir / "checkpoints"):
+            os.close(lock)
+            held = ", ".join(sorted(entry.name for entry in run_dir.iterdir()))
+            raise ConfigError(
+                f"cannot resume {run_dir}: it has no checkpoint yet (it holds {held}); --overwrite starts it over"
+            )
+        return RunFolder(run_dir, lock)
+    if run_dir.is_dir() and any(run_dir.iterdir()):
         if not run.overwrite:
             choices = "pass --resume to continue it, --overwrite to start over, or another --run-name"
             raise ConfigError(f"{run_dir} already exists: {choices}")
-        shutil.rmtree(run_dir)
+        if not is_run_folder(run_dir):
+            reason = "no config.json from an algos/ script"
+            raise ConfigError(f"{run_dir} is not a run folder ({reason}); refusing to delete it")
     run_dir.mkdir(parents=True, exist_ok=True)
-    return run_dir
+    lock = lock_run_folder(run_dir)
+    for entry in run_dir.iterdir():
+        if not run.overwrite:
+            os.close(lock)
+            raise ConfigError(f"{run_dir} was started by another process at the same time; choose another --run-name")
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    return RunFolder(run_dir, lock)
 
 
 def record_config(run_dir: Path, config, script: str) -> None:
@@ -59,23 +118,71 @@ def record_config(run_dir: Path, config, script: str) -> None:
     write_atomic(run_dir / "config.json", json.dumps({"script": script, "config": flags_of(config)}, indent=2).encode())
 
 
-class CsvLog:
-    """logs.csv: one row per seed per log step. On resume, rows past the restored update are dropped so
-    the log matches the checkpoint; new columns are added to the header."""
+INTEGER_COLUMNS = ("seed", "update", "env_steps")
 
-    def __init__(self, path: Path, columns: list[str], resume_update: int | None = None):
+
+class PreviousLog(NamedTuple):
+    columns: list[str]
+    rows: list[dict]  # the rows up to the restored update
+    warnings: list[str]
+
+
+def read_log(path: Path, resume_update: int) -> PreviousLog:
+    """The logs.csv a resumed run continues, checked row by row: rows past the checkpoint are dropped (so the
+    log matches it); a torn last row (a crash or a full disk cut it) is dropped with a warning; any other
+    malformed row is a one-line error. Reads only."""
+    if not path.exists():
+        return PreviousLog([], [], [f"{path} is missing; the log restarts at update {resume_update}"])
+    text = path.read_text()
+    lines = text.splitlines(keepends=True)
+    warnings = []
+    if lines and not lines[-1].endswith("\n"):
+        warnings.append(f"{path}: dropped the torn last line ({lines[-1].strip()[:40]!r})")
+        lines = lines[:-1]
+    records = list(csv.reader(lines))
+    if not records or not set(INTEGER_COLUMNS) <= set(records[0]):
+        raise ConfigError(f"{path} has no logs.csv header; move it away to resume with a fresh log")
+    columns, rows = records[0], []
+    for number, record in enumerate(records[1:], start=2):
+        problem = _row_problem(columns, record)
+        if problem and number == len(records):
+            warnings.append(f"{path}: dropped the malformed last row ({problem})")
+        elif problem:
+            raise ConfigError(f"{path} line {number} is malformed ({problem}); fix or delete that line to resume")
+        elif int(record[columns.index("update")]) <= resume_update:
+            rows.append(dict(zip(columns, record, strict=True)))
+    last = max((int(row["update"]) for row in rows), default=0)
+    if last < resume_update:
+        warnings.append(f"{path} ends at update {last} but the checkpoint is at {resume_update}: those rows are lost")
+    return PreviousLog(columns, rows, warnings)
+
+
+def _row_problem(columns: list[str], record: list[str]) -> str | None:
+    if len(record) != len(columns):
+        return f"{len(record)} fields, expected {len(columns)}"
+    for column, cell in zip(columns, record, strict=True):
+        try:
+            if column in INTEGER_COLUMNS:
+                int(cell)
+            elif cell:
+                float(cell)
+        except ValueError:
+            return f"{column} is {cell!r}"
+    return None
+
+
+class CsvLog:
+    """logs.csv: one row per seed per log step. A resumed run rewrites the previous rows it continues (see
+    `read_log`) and adds new columns to the header."""
+
+    def __init__(self, path: Path, columns: list[str], previous: PreviousLog | None = None):
         self.path = path
-        previous_rows, previous_columns = [], []
-        if resume_update is not None and path.exists():
-            with open(path, newline="") as handle:
-                reader = csv.DictReader(handle)
-                previous_columns = list(reader.fieldnames or [])
-                previous_rows = [row for row in reader if int(row["update"]) <= resume_update]
-        self.columns = previous_columns + [column for column in columns if column not in previous_columns]
+        previous = previous or PreviousLog([], [], [])
+        self.columns = previous.columns + [column for column in columns if column not in previous.columns]
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, self.columns)
         writer.writeheader()
-        writer.writerows(previous_rows)
+        writer.writerows(previous.rows)
         write_atomic(path, buffer.getvalue().encode())
 
     def write(self, rows: list[dict]) -> None:
@@ -191,12 +298,10 @@ def nanmean(values) -> float:
 class RunLog:
     """Everything a log step writes: logs.csv, wandb (with --track) and the progress line."""
 
-    def __init__(self, config, run_dir: Path, columns: list[str], start_update: int, headline: tuple[str, ...]):
-        self.csv = CsvLog(
-            run_dir / "logs.csv",
-            ["seed", "update", "env_steps", "wall_time", "sps", *columns],
-            start_update if config.run.resume else None,
-        )
+    def __init__(
+        self, config, run_dir: Path, columns: list[str], start_update: int, headline: tuple[str, ...], previous
+    ):
+        self.csv = CsvLog(run_dir / "logs.csv", ["seed", "update", "env_steps", "wall_time", "sps", *columns], previous)
         self.wandb = WandbLogger(config, run_dir) if config.run.track else None
         self.progress = Progress(config.run.total_updates, start_update)
         self.headline = headline

@@ -12,7 +12,7 @@ from common import checkpoint
 from common.config import check_resumable
 from common.errors import ConfigError
 from common.evaluate import mean_and_ci95
-from common.runs import CsvLog, chunk_rows, stop_reason
+from common.runs import CsvLog, chunk_rows, read_log, stop_reason
 
 
 def test_checkpoint_round_trip_with_typed_keys(tmp_path):
@@ -38,18 +38,18 @@ def test_checkpoint_rotation_and_archive(tmp_path):
         "update_00000020.msgpack",
         "update_00000040.msgpack",
     ]
-    state, update = checkpoints.restore({"x": jax.ShapeDtypeStruct((), jnp.float32)})
-    assert update == 40 and float(state["x"]) == 40
+    state, update, config, path = checkpoints.restore({"x": jax.ShapeDtypeStruct((), jnp.float32)})
+    assert update == 40 and float(state["x"]) == 40 and config == {} and path.name == "update_00000040.msgpack"
 
 
 def test_csv_log_drops_rows_past_the_checkpoint_on_resume(tmp_path):
     path = tmp_path / "logs.csv"
-    log = CsvLog(path, ["seed", "update", "a"])
-    log.write([{"seed": 0, "update": u, "a": float(u)} for u in (10, 20, 30)])
-    resumed = CsvLog(path, ["seed", "update", "a", "b"], resume_update=20)
-    resumed.write([{"seed": 0, "update": 30, "a": 3.0, "b": float("nan")}])
+    log = CsvLog(path, ["seed", "update", "env_steps", "a"])
+    log.write([{"seed": 0, "update": u, "env_steps": 8 * u, "a": float(u)} for u in (10, 20, 30)])
+    resumed = CsvLog(path, ["seed", "update", "env_steps", "a", "b"], read_log(path, resume_update=20))
+    resumed.write([{"seed": 0, "update": 30, "env_steps": 240, "a": 3.0, "b": float("nan")}])
     lines = path.read_text().splitlines()
-    assert lines == ["seed,update,a,b", "0,10,10,", "0,20,20,", "0,30,3,"]
+    assert lines == ["seed,update,env_steps,a,b", "0,10,80,10,", "0,20,160,20,", "0,30,240,3,"]
 
 
 def test_resume_rules_list_every_differing_flag():

@@ -1,0 +1,317 @@
+"""Run folders cannot be lost, escaped or mixed (the fault trial's defects, each with a test that failed before):
+run names confined to --runs-dir, --overwrite deleting only run folders, a lock per run folder, --resume refusing a
+folder without a checkpoint or a checkpoint of another experiment, torn logs, one-line errors, range checks,
+temporary files swept, archives on schedule, a full disk. Everything happens in temporary folders."""
+
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import pytest
+
+from algos import accel, accel_parallel, dr, paired, plr, plr_parallel
+from common import checkpoint, runs
+from common.config import with_flags
+from common.errors import ConfigError
+from tests.states import assert_states_close, newest_state, run_script
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TINY = dict(
+    num_envs=4, num_steps=8, lstm_size=8, maze_size=5, n_walls=3, max_steps=6, total_updates=4, log_interval=2,
+    eval_interval=0, checkpoint_interval=2, screenshot_interval=0,
+)  # fmt: skip
+TINY_FLAGS = [f"--{key.replace('_', '-')}={value}" for key, value in TINY.items()]
+
+
+def tiny(runs_dir: Path, **flags) -> dr.Config:
+    return with_flags(dr.Config(), **{**TINY, "runs_dir": str(runs_dir), **flags})
+
+
+def cli(*args: str, cwd: Path = REPO_ROOT, script: str = "algos/dr.py") -> subprocess.CompletedProcess:
+    command = [sys.executable, str(REPO_ROOT / script), *args]
+    return subprocess.run(
+        command, cwd=cwd, capture_output=True, text=True, env={**os.environ, "WANDB_MODE": "disabled"}
+    )
+
+
+def one_line_error(result: subprocess.CompletedProcess, *fragments: str) -> None:
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def snapshot(directory: Path) -> dict:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    """A finished 4-update run (checkpoints at 2 and 4); tests work on copies of it."""
+    runs_dir = tmp_path_factory.mktemp("runs")
+    return run_script(dr, tiny(runs_dir, run_name="done"))
+
+
+def copy_of(finished_run: Path, tmp_path: Path, name: str = "copy") -> Path:
+    target = tmp_path / name
+    shutil.copytree(finished_run, target)
+    return target
+
+
+@pytest.mark.parametrize("name", ["..", ".", "", "a/b", "/etc", "../escape", "a\\b"])
+def test_a_run_name_is_one_plain_folder_name(tmp_path, name):
+    with pytest.raises(ConfigError, match="must be one plain folder name"):
+        tiny(tmp_path, run_name=name)
+
+
+def test_run_name_dot_dot_with_overwrite_deletes_nothing(tmp_path):
+    runs_dir = tmp_path / "checkout" / "runs"
+    runs_dir.mkdir(parents=True)
+    (tmp_path / "checkout" / "precious.txt").write_text("keep")
+    before = snapshot(tmp_path)
+    one_line_error(cli("--runs-dir", str(runs_dir), "--run-name", "..", "--overwrite"), "plain folder name")
+    assert snapshot(tmp_path) == before
+
+
+def test_overwrite_deletes_only_run_folders(tmp_path, finished_run):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "data.txt").write_text("not a run")
+    with pytest.raises(ConfigError, match="is not a run folder .* refusing to delete it"):
+        run_script(dr, tiny(tmp_path, run_name="victim", overwrite=True))
+    assert (victim / "data.txt").read_text() == "not a run"
+    (tmp_path / "algos").mkdir()
+    (tmp_path / "algos" / "dr.py").write_text("# sources")
+    (tmp_path / "algos" / "config.json").write_text('{"script": "../../x.py", "config": {}}')
+    with pytest.raises(ConfigError, match="refusing to delete it"):
+        run_script(dr, tiny(tmp_path, run_name="algos", overwrite=True))
+    assert (tmp_path / "algos" / "dr.py").exists()
+    a_file = tmp_path / "afile"
+    a_file.write_text("x")
+    with pytest.raises(ConfigError, match="exists and is not a folder"):
+        run_script(dr, tiny(tmp_path, run_name="afile", overwrite=True))
+    run = copy_of(finished_run, tmp_path, "old_run")
+    (run / "notes.txt").write_text("part of the run")
+    run_script(dr, tiny(tmp_path, run_name="old_run", overwrite=True, total_updates=2))
+    assert not (run / "notes.txt").exists() and (run / "checkpoints" / "update_00000002.msgpack").exists()
+
+
+def test_evaluate_never_runs_code_outside_algos(tmp_path, finished_run):
+    evil = tmp_path / "evil.py"
+    marker = tmp_path / "PWNED"
+    evil.write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+    run = copy_of(finished_run, tmp_path)
+    config = json.loads((run / "config.json").read_text())
+    for script in (str(evil), "../" * 8 + str(evil).lstrip("/"), "algos/../evil.py", "common/evaluate.py"):
+        (run / "config.json").write_text(json.dumps({**config, "script": script}))
+        result = subprocess.run(
+            [sys.executable, "-m", "common.evaluate", "--run-dir", str(run), "--episodes", "1"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+        )
+        one_line_error(result, "not an algos/ script")
+        assert not marker.exists()
+
+
+def test_a_held_run_folder_refuses_every_other_start_until_its_holder_dies(tmp_path, finished_run):
+    run = copy_of(finished_run, tmp_path)
+    hold = f"import pathlib, time\nfrom common import runs\nlock = runs.lock_run_folder(pathlib.Path({str(run)!r}))\n"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", hold + "print('held', flush=True)\ntime.sleep(600)"],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = snapshot(run)
+        common = ["--runs-dir", str(tmp_path), "--run-name", run.name]
+        for flags in (["--resume"], ["--overwrite"], []):
+            result = cli(*common, *flags)
+            assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+            assert ("in use by another process" in result.stderr) or ("already exists" in result.stderr)
+        assert snapshot(run) == before
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    os.close(runs.lock_run_folder(run))  # the OS released the lock with the killed process
+
+
+def test_resume_without_a_checkpoint_is_refused(tmp_path, finished_run):
+    run = copy_of(finished_run, tmp_path)
+    shutil.rmtree(run / "checkpoints")
+    before = snapshot(run)
+    with pytest.raises(
+        ConfigError, match="has no checkpoint yet \\(it holds config.json, logs.csv\\); --overwrite starts it over"
+    ):
+        run_script(dr, tiny(tmp_path, run_name=run.name, resume=True, total_updates=6))
+    assert snapshot(run) == before
+
+
+def test_a_foreign_checkpoint_is_refused(tmp_path, finished_run):
+    run = copy_of(finished_run, tmp_path)
+    newest = checkpoint.list_checkpoints(run / "checkpoints")[-1]
+    template = jax.eval_shape(dr.make_train(tiny(tmp_path)).init, jax.random.split(jax.random.key(0), 1))
+    state, update, saved = checkpoint.load(newest, template)
+    checkpoint.save(newest, state, update, {**saved, "lr": 5e-4, "gamma": 0.9})  # same shapes, another experiment
+    before = snapshot(run)
+    with pytest.raises(
+        ConfigError, match="a checkpoint saved with another config: .*--gamma: saved 0.9, now 0.995; --lr"
+    ):
+        run_script(dr, tiny(tmp_path, run_name=run.name, resume=True, total_updates=6))
+    assert snapshot(run) == before
+
+
+def test_torn_logs_resume_cleanly_or_refuse_before_writing(tmp_path, finished_run, capsys):
+    run = copy_of(finished_run, tmp_path)
+    log = run / "logs.csv"
+    lines = log.read_text().splitlines(keepends=True)
+    log.write_text("".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2])  # a crash cut the last row
+    run_script(dr, tiny(tmp_path, run_name=run.name, resume=True, total_updates=6))
+    warnings = capsys.readouterr().err
+    assert "dropped the torn last line" in warnings and "ends at update 2 but the checkpoint is at 4" in warnings
+    rows = [line.split(",") for line in log.read_text().splitlines()[1:]]
+    assert [int(row[1]) for row in rows] == [2, 6] and all(len(row) == len(rows[0]) for row in rows)
+    broken = copy_of(finished_run, tmp_path, "broken")
+    lines = (broken / "logs.csv").read_text().splitlines(keepends=True)
+    (broken / "logs.csv").write_text(lines[0] + "0,\n" + "".join(lines[1:]))
+    before = snapshot(broken)
+    with pytest.raises(ConfigError, match="logs.csv line 2 is malformed"):
+        run_script(dr, tiny(tmp_path, run_name="broken", resume=True, total_updates=6))
+    assert snapshot(broken) == before, "config.json must not be rewritten before the checks pass"
+
+
+@pytest.mark.parametrize(
+    ("setup", "flags", "fragment"),
+    [
+        ("garbage", ["--resume"], "is not valid JSON"),
+        ("list", ["--resume"], "is not a cleanued config"),
+        (None, ["--num-minibatches", "0"], "--num-minibatches must be at least 1, got 0"),
+        (None, ["--num-envs", "0"], "--num-envs must be at least 1, got 0"),
+        (None, ["--num-steps", "0"], "--num-steps must be at least 1, got 0"),
+        ("file", [], "exists and is not a folder"),
+    ],
+)
+def test_bad_input_is_one_line_and_changes_nothing(tmp_path, setup, flags, fragment):
+    run = tmp_path / "run"
+    if setup == "file":
+        run.write_text("a file")
+    elif setup:
+        run.mkdir()
+        (run / "config.json").write_text("{garbage" if setup == "garbage" else "[1, 2]")
+    before = snapshot(tmp_path)
+    one_line_error(cli(*TINY_FLAGS, "--runs-dir", str(tmp_path), "--run-name", "run", *flags), fragment)
+    assert snapshot(tmp_path) == before
+    if setup in ("garbage", "list"):
+        result = subprocess.run(
+            [sys.executable, "-m", "common.evaluate", "--run-dir", str(run)],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+        )
+        one_line_error(result, fragment)
+
+
+BAD_VALUES = [
+    ("lr", -1.0, "--lr must be positive"),
+    ("lr", float("nan"), "--lr must be positive, got nan"),
+    ("lr", float("inf"), "--lr must be positive, got inf"),
+    ("gamma", 1.5, "--gamma must be in [0, 1], got 1.5"),
+    ("max_steps", 0, "--max-steps must be at least 1, got 0"),
+    ("maze_size", 500, "--maze-size must be in [2, 101], got 500"),
+    ("n_walls", 24, "--n-walls (24) must leave two cells free"),
+    ("ent_coef", -1000.0, "--ent-coef must be non-negative"),
+    ("max_grad_norm", 0.0, "--max-grad-norm must be positive"),
+    ("eval_episodes", 0, "--eval-episodes must be at least 1, got 0"),
+    ("total_env_steps", 0, "--total-env-steps must be at least 1, got 0"),
+]
+
+
+@pytest.mark.parametrize("module", [dr, plr, accel, plr_parallel, accel_parallel, paired], ids=lambda m: m.__name__)
+def test_every_script_checks_numeric_ranges_before_compiling(tmp_path, module):
+    for name, value, message in BAD_VALUES:
+        with pytest.raises(ConfigError) as error:
+            with_flags(module.Config(), **{**TINY, "runs_dir": str(tmp_path), name: value})
+        assert str(error.value).startswith(message), (name, value, str(error.value))
+
+
+def test_evaluate_checks_its_ranges(tmp_path, finished_run):
+    for flags, fragment in ((["--episodes", "0"], "--episodes must be at least 1"), (["--seed", "-1"], "--seed")):
+        result = subprocess.run(
+            [sys.executable, "-m", "common.evaluate", "--run-dir", str(finished_run), *flags],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+        )
+        one_line_error(result, fragment)
+
+
+def test_failed_writes_leave_no_temporary_file_and_stale_ones_are_swept(tmp_path, finished_run, monkeypatch):
+    target = tmp_path / "file.bin"
+
+    def failing_fsync(descriptor):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "fsync", failing_fsync)
+        with pytest.raises(OSError):
+            checkpoint.write_atomic(target, b"data")
+    assert list(tmp_path.iterdir()) == []
+    run = copy_of(finished_run, tmp_path)
+    stale = [run / "checkpoints" / ".update_00000004.msgpack.tmp-99999", run / ".logs.csv.tmp-123"]
+    for path in stale:
+        path.write_bytes(b"partial")
+    run_script(dr, tiny(tmp_path, run_name=run.name, resume=True, total_updates=6))
+    assert not any(path.exists() for path in stale)
+
+
+def test_a_full_disk_keeps_the_last_checkpoint_and_resume_works_after(tmp_path, monkeypatch):
+    real_save = checkpoint.save
+
+    def save_until_full(path, state, update, config):
+        if update >= 4:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_save(path, state, update, config)
+
+    monkeypatch.setattr(checkpoint, "save", save_until_full)
+    config = tiny(tmp_path, run_name="full", total_updates=6)
+    with pytest.raises(ConfigError, match="No space left on device.*newest complete checkpoint is .*update_00000002"):
+        run_script(dr, config)
+    monkeypatch.setattr(checkpoint, "save", real_save)
+    assert [p.name for p in checkpoint.list_checkpoints(tmp_path / "full" / "checkpoints")] == [
+        "update_00000002.msgpack"
+    ]
+    run_script(dr, tiny(tmp_path, run_name="full", resume=True, total_updates=6))
+    run_script(dr, tiny(tmp_path, run_name="straight", total_updates=6))
+    assert_states_close(*(newest_state(dr, config, tmp_path / name) for name in ("full", "straight")))
+
+
+def test_archives_follow_their_own_interval(tmp_path):
+    run_script(dr, tiny(tmp_path, run_name="archived", total_updates=12, checkpoint_interval=4, archive_interval=6))
+    archived = checkpoint.list_checkpoints(tmp_path / "archived" / "checkpoints" / "archive")
+    assert [p.name for p in archived] == ["update_00000006.msgpack", "update_00000012.msgpack"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_compile_stops_cleanly(tmp_path):
+    process = subprocess.Popen(
+        [sys.executable, "algos/dr.py", *TINY_FLAGS, "--runs-dir", str(tmp_path), "--run-name", "interrupted"],
+        cwd=REPO_ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    while "compiling" not in process.stderr.readline():
+        pass
+    time.sleep(0.5)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0 and "Traceback" not in stderr and "stopped by SIGINT" in stderr, stderr
+    assert checkpoint.list_checkpoints(tmp_path / "interrupted" / "checkpoints"), "resumable from update 0"

@@ -2,7 +2,7 @@
 
 Parker-Holder et al., 2022, "Evolving Curricula with Regret-Based Environment Design"; reference
 implementation: minimax-lib 0.2.0 `PLRRunner` with mutations and the shipped maze config
-(../shared/UED.md). This is algos/plr.py plus mutation. New levels are empty mazes (`--n-walls 0`). The
+(docs/methods.md). This is algos/plr.py plus mutation. New levels are empty mazes (`--n-walls 0`). The
 update after each replay update is a mutation update: it applies `--num-edits` random edits (wall flip,
 goal move or no-op; envs/levels.py) to the levels just replayed, plays the mutants without a gradient
 step, and inserts them like new levels, one mutation generation deeper than their parent. Every update
@@ -140,7 +140,7 @@ class Config:
     env: Annotated[Environment, OmitArgPrefixes] = Environment()
     """Environment: AMaze training levels."""
     ppo: Annotated[PPO, OmitArgPrefixes] = PPO()
-    """PPO and the student network (UED.md, ACCEL column)."""
+    """PPO and the student network (docs/methods.md, ACCEL column)."""
     run: Annotated[RunConfig, OmitArgPrefixes] = RunConfig(run_name="accel", screenshot_interval=100)
     """Run: seeds, length, folder, logging and evaluation (common/config.py)."""
 
@@ -222,7 +222,7 @@ class ScannedLSTM(nn.Module):
 
 # copied from algos/dr.py:ActorCritic
 class ActorCritic(nn.Module):
-    """UED.md's student: 3x3 conv (16) on the view + direction embedding (4 -> 5) -> LSTM -> policy and
+    """The student (docs/methods.md): 3x3 conv (16) on the view + direction embedding (4 -> 5) -> LSTM -> policy and
     value heads Dense(32)+tanh. About 433k parameters at lstm_size 256."""
 
     num_actions: int = NUM_ACTIONS
@@ -593,11 +593,14 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
         params = runner.train_state.params
         return heldout_metrics(rng, network.apply, params, carry, eval_mazes, env_params, run.eval_episodes)
 
-    def training_levels(runner: RunnerState) -> Level:
-        """The highest-scoring buffer levels (empty slots last)."""
+    def training_levels(runner: RunnerState) -> tuple[Level, dict]:
+        """The highest-scoring buffer levels (empty slots last), labelled with their scores and mutation generations."""
         buffer = runner.buffer
         top = jnp.argsort(jnp.where(buffer.filled, -buffer.scores, jnp.inf))[: min(ppo.num_envs, config.buffer_size)]
-        return jax.tree.map(lambda x: x[top], buffer.levels)
+        return jax.tree.map(lambda x: x[top], buffer.levels), {
+            "score": buffer.scores[top],
+            "mutations": buffer.mutations[top],
+        }
 
     step_seeds, evaluate_seeds = vmap_seeds(step_chunk), jax.vmap(evaluate_runner)
     train = driver.whole_run(init_seeds, step_seeds, evaluate_seeds, run)

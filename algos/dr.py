@@ -1,7 +1,7 @@
 """Domain Randomization (DR) on AMaze: PPO with a CNN+LSTM student on fresh random mazes every update.
 
 The UED baseline of PAIRED (Dennis et al., 2020) and Robust PLR (Jiang et al., 2021); reference
-implementation: minimax-lib 0.2.0 `DRRunner` with the shipped maze config (../shared/UED.md).
+implementation: minimax-lib 0.2.0 `DRRunner` with the shipped maze config (docs/methods.md).
 Every update resets all envs to fresh 60-wall levels, rolls out 256 steps with auto-reset to new random
 levels, and takes one PPO update (5 epochs of full-rollout BPTT).
 
@@ -112,7 +112,7 @@ class Config:
     env: Annotated[Environment, OmitArgPrefixes] = Environment()
     """Environment: AMaze training levels."""
     ppo: Annotated[PPO, OmitArgPrefixes] = PPO()
-    """PPO and the student network (UED.md, DR column)."""
+    """PPO and the student network (docs/methods.md, DR column)."""
     run: Annotated[RunConfig, OmitArgPrefixes] = RunConfig(run_name="dr", screenshot_interval=1000)
     """Run: seeds, length, folder, logging and evaluation (common/config.py)."""
 
@@ -176,7 +176,7 @@ class ScannedLSTM(nn.Module):
 
 
 class ActorCritic(nn.Module):
-    """UED.md's student: 3x3 conv (16) on the view + direction embedding (4 -> 5) -> LSTM -> policy and
+    """The student (docs/methods.md): 3x3 conv (16) on the view + direction embedding (4 -> 5) -> LSTM -> policy and
     value heads Dense(32)+tanh. About 433k parameters at lstm_size 256."""
 
     num_actions: int = NUM_ACTIONS
@@ -407,9 +407,10 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
         params = runner.train_state.params
         return heldout_metrics(rng, network.apply, params, carry, eval_mazes, env_params, run.eval_episodes)
 
-    def training_levels(runner: RunnerState) -> Level:
+    def training_levels(runner: RunnerState) -> tuple[Level, dict]:
+        """Fresh DR levels, as the next update would draw them (no labels)."""
         rng = jax.random.fold_in(runner.rng_eval, -1 - runner.update)
-        return jax.vmap(sample_level)(jax.random.split(rng, ppo.num_envs))
+        return jax.vmap(sample_level)(jax.random.split(rng, ppo.num_envs)), {}
 
     step_seeds, evaluate_seeds = vmap_seeds(step_chunk), jax.vmap(evaluate_runner)
     train = driver.whole_run(init_seeds, step_seeds, evaluate_seeds, run)

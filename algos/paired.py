@@ -1,7 +1,7 @@
 """PAIRED on AMaze: a teacher policy designs mazes to maximize the regret between two students.
 
 Dennis et al., 2020, "Emergent Complexity and Zero-shot Transfer via Unsupervised Environment Design";
-reference implementation: minimax-lib 0.2.0 `PAIREDRunner` with the shipped maze config (../shared/UED.md).
+reference implementation: minimax-lib 0.2.0 `PAIREDRunner` with the shipped maze config (docs/methods.md).
 Every update the teacher designs `num_envs` levels in 62-step episodes (envs/teacher.py), each student
 plays 256 steps on them with restarts, both students take a PPO update, and the teacher takes its own
 PPO update with the UED score as its final reward:
@@ -11,8 +11,8 @@ PPO update with the UED score as its final reward:
 The protagonist (student 0) is the policy evaluated on held-out mazes. Unlike minimax, the teacher's own
 learning rate and schedule are used. Diff against: algos/dr.py.
 
-Cost: the teacher's conv features feed its LSTM directly, about 22M parameters at 13x13 (UED.md);
-benchmarks/README.md measures its share of an update.
+Cost: the teacher's conv features feed its LSTM directly, about 22M parameters at 13x13 (counted in
+tests/test_paired.py); benchmarks/README.md measures its share of an update.
 
     python algos/paired.py --num-seeds 2 --run-name paired_demo
 """
@@ -128,7 +128,7 @@ class Config:
     teacher_anneal_lr: bool = False
     """Anneal the teacher's learning rate linearly to 0 over --total-updates."""
     teacher_ent_coef: Annotated[float, NON_NEGATIVE] = 0.05
-    """The teacher's entropy bonus (UED.md)."""
+    """The teacher's entropy bonus (docs/methods.md)."""
     teacher_gamma: Annotated[float, FRACTION] = 0.995
     """The teacher's discount over its design episode."""
     teacher_gae_lambda: Annotated[float, FRACTION] = 0.98
@@ -142,7 +142,7 @@ class Config:
     env: Annotated[Environment, OmitArgPrefixes] = Environment()
     """Environment: the mazes the teacher designs."""
     ppo: Annotated[PPO, OmitArgPrefixes] = PPO()
-    """PPO and the students (UED.md, PAIRED column; the teacher shares clip, epochs, minibatches and value coef)."""
+    """PPO and the students (docs/methods.md, PAIRED column); the teacher shares clip, epochs, minibatches, vf coef."""
     run: Annotated[RunConfig, OmitArgPrefixes] = RunConfig(run_name="paired", screenshot_interval=100)
     """Run: seeds, length, folder, logging and evaluation (common/config.py)."""
 
@@ -233,7 +233,7 @@ class ScannedLSTM(nn.Module):
 
 # copied from algos/dr.py:ActorCritic
 class ActorCritic(nn.Module):
-    """UED.md's student: 3x3 conv (16) on the view + direction embedding (4 -> 5) -> LSTM -> policy and
+    """The student (docs/methods.md): 3x3 conv (16) on the view + direction embedding (4 -> 5) -> LSTM -> policy and
     value heads Dense(32)+tanh. About 433k parameters at lstm_size 256."""
 
     num_actions: int = NUM_ACTIONS
@@ -284,7 +284,7 @@ class RecurrentGates(nn.Module):
 
 
 class TeacherNetwork(nn.Module):
-    """UED.md's adversary: 3x3 conv on the bordered map so far, a time-step embedding (-> 10) and the
+    """The adversary (docs/methods.md): 3x3 conv on the bordered map so far, a time-step embedding (-> 10) and the
     noise vector feed an LSTM directly; policy over cells and value heads Dense(32)+tanh."""
 
     num_actions: int
@@ -625,8 +625,9 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
         protagonist = jax.tree.map(lambda x: x[0], runner.students.params)
         return heldout_metrics(rng, student.apply, protagonist, carry, eval_mazes, env_params, run.eval_episodes)
 
-    def training_levels(runner: RunnerState) -> Level:
-        return design_levels(jax.random.fold_in(runner.rng_eval, -1 - runner.update), runner.teacher)[1]
+    def training_levels(runner: RunnerState) -> tuple[Level, dict]:
+        """Levels the teacher designs now (no labels)."""
+        return design_levels(jax.random.fold_in(runner.rng_eval, -1 - runner.update), runner.teacher)[1], {}
 
     step_seeds, evaluate_seeds = vmap_seeds(step_chunk), jax.vmap(evaluate_runner)
     train = driver.whole_run(init_seeds, step_seeds, evaluate_seeds, run)

@@ -1,7 +1,7 @@
 """Robust PLR (and PLR) on AMaze: replay the levels with the highest learning potential from a buffer.
 
 Jiang et al., 2021, "Prioritized Level Replay" and "Replay-Guided Adversarial Environment Design";
-reference implementation: minimax-lib 0.2.0 `PLRRunner` with the shipped maze config (../shared/UED.md).
+reference implementation: minimax-lib 0.2.0 `PLRRunner` with the shipped maze config (docs/methods.md).
 Each update, once the buffer is at least `--min-fill-ratio` full, replays `num_envs` buffer levels with
 probability `--replay-prob`, otherwise plays `num_envs` fresh DR levels. Students play their levels for
 256 steps with restarts; each level's score (MaxMC by default) updates its slot (replay) or competes for
@@ -135,7 +135,7 @@ class Config:
     env: Annotated[Environment, OmitArgPrefixes] = Environment()
     """Environment: AMaze training levels."""
     ppo: Annotated[PPO, OmitArgPrefixes] = PPO()
-    """PPO and the student network (UED.md, Robust PLR column)."""
+    """PPO and the student network (docs/methods.md, Robust PLR column)."""
     run: Annotated[RunConfig, OmitArgPrefixes] = RunConfig(run_name="plr", screenshot_interval=100)
     """Run: seeds, length, folder, logging and evaluation (common/config.py)."""
 
@@ -212,7 +212,7 @@ class ScannedLSTM(nn.Module):
 
 # copied from algos/dr.py:ActorCritic
 class ActorCritic(nn.Module):
-    """UED.md's student: 3x3 conv (16) on the view + direction embedding (4 -> 5) -> LSTM -> policy and
+    """The student (docs/methods.md): 3x3 conv (16) on the view + direction embedding (4 -> 5) -> LSTM -> policy and
     value heads Dense(32)+tanh. About 433k parameters at lstm_size 256."""
 
     num_actions: int = NUM_ACTIONS
@@ -522,11 +522,11 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
         params = runner.train_state.params
         return heldout_metrics(rng, network.apply, params, carry, eval_mazes, env_params, run.eval_episodes)
 
-    def training_levels(runner: RunnerState) -> Level:
-        """The highest-scoring buffer levels (empty slots last)."""
+    def training_levels(runner: RunnerState) -> tuple[Level, dict]:
+        """The highest-scoring buffer levels (empty slots last), labelled with their scores."""
         buffer = runner.buffer
         top = jnp.argsort(jnp.where(buffer.filled, -buffer.scores, jnp.inf))[: min(ppo.num_envs, config.buffer_size)]
-        return jax.tree.map(lambda x: x[top], buffer.levels)
+        return jax.tree.map(lambda x: x[top], buffer.levels), {"score": buffer.scores[top]}
 
     step_seeds, evaluate_seeds = vmap_seeds(step_chunk), jax.vmap(evaluate_runner)
     train = driver.whole_run(init_seeds, step_seeds, evaluate_seeds, run)

@@ -1,7 +1,7 @@
 """Parallel PLR on AMaze: new and replayed levels in one rollout, no replay decision.
 
 The parallel variant of Robust PLR (Jiang et al., 2021, "Replay-Guided Adversarial Environment Design")
-in minimax-lib 0.2.0 (`PLRRunner` in parallel mode) with the shipped maze config (../shared/UED.md).
+in minimax-lib 0.2.0 (`PLRRunner` in parallel mode) with the shipped maze config (docs/methods.md).
 Every update rolls out one batch of 2 x `num_envs` envs: `num_envs` fresh DR levels and `num_envs`
 levels replayed from the buffer. Scores from both blocks update the buffer (replayed levels their slots,
 new levels compete for one, common/level_buffer.py); PPO trains only on the replay block. Until the
@@ -130,7 +130,7 @@ class Config:
     env: Annotated[Environment, OmitArgPrefixes] = Environment()
     """Environment: AMaze training levels."""
     ppo: Annotated[PPO, OmitArgPrefixes] = PPO()
-    """PPO and the student network (UED.md, Parallel PLR column)."""
+    """PPO and the student network (docs/methods.md, Parallel PLR column)."""
     run: Annotated[RunConfig, OmitArgPrefixes] = RunConfig(run_name="plr_parallel", screenshot_interval=100)
     """Run: seeds, length, folder, logging and evaluation (common/config.py)."""
 
@@ -212,7 +212,7 @@ class ScannedLSTM(nn.Module):
 
 # copied from algos/dr.py:ActorCritic
 class ActorCritic(nn.Module):
-    """UED.md's student: 3x3 conv (16) on the view + direction embedding (4 -> 5) -> LSTM -> policy and
+    """The student (docs/methods.md): 3x3 conv (16) on the view + direction embedding (4 -> 5) -> LSTM -> policy and
     value heads Dense(32)+tanh. About 433k parameters at lstm_size 256."""
 
     num_actions: int = NUM_ACTIONS
@@ -528,11 +528,11 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
         params = runner.train_state.params
         return heldout_metrics(rng, network.apply, params, carry, eval_mazes, env_params, run.eval_episodes)
 
-    def training_levels(runner: RunnerState) -> Level:
-        """The highest-scoring buffer levels (empty slots last)."""
+    def training_levels(runner: RunnerState) -> tuple[Level, dict]:
+        """The highest-scoring buffer levels (empty slots last), labelled with their scores."""
         buffer = runner.buffer
         top = jnp.argsort(jnp.where(buffer.filled, -buffer.scores, jnp.inf))[: min(ppo.num_envs, config.buffer_size)]
-        return jax.tree.map(lambda x: x[top], buffer.levels)
+        return jax.tree.map(lambda x: x[top], buffer.levels), {"score": buffer.scores[top]}
 
     step_seeds, evaluate_seeds = vmap_seeds(step_chunk), jax.vmap(evaluate_runner)
     train = driver.whole_run(init_seeds, step_seeds, evaluate_seeds, run)

@@ -46,7 +46,8 @@ class BatchedOverSeeds(NamedTuple):
     init: Callable  # rngs [S] -> runner state
     step: Callable  # runner state -> (runner state, metrics {key: [S, log_interval]}): one chunk of updates
     evaluate: Callable  # runner state -> held-out metrics {key: [S]}
-    levels: Callable  # runner state -> Level [S, n]: the training levels the pictures show
+    levels: Callable  # runner state -> (Level [S, n], {label: [S, n]}): the levels the pictures show, and numbers
+    # to write under each (a replay buffer's scores, say; may be empty)
     train: Callable  # rngs [S] -> (runner state, (metrics, eval metrics)): the whole run, pure
 
 
@@ -164,9 +165,10 @@ def train(config, make_train: Callable, script: str, headline: tuple[str, ...], 
                 for seed, row in enumerate(rows):
                     row.update({key: float(values[seed]) for key, values in eval_metrics.items()})
             if settings.screenshot_interval and update % settings.screenshot_interval == 0:
-                first_seed_levels = jax.tree.map(lambda x: x[0], placement.to_host(training_levels(runner)))
+                levels, numbers = jax.tree.map(lambda x: x[0], placement.to_host(training_levels(runner)))
                 if writer:
-                    save_png(render_grid(first_seed_levels), run_dir / "images" / f"levels_update_{update:08d}.png")
+                    picture = render_grid(levels, labels=level_labels(numbers) if numbers else None)
+                    save_png(picture, run_dir / "images" / f"levels_update_{update:08d}.png")
             if writer:
                 log.write(rows, env_steps_per_s)
             stop_requested = placement.agree(bool(stop_signal.requested))
@@ -183,6 +185,12 @@ def train(config, make_train: Callable, script: str, headline: tuple[str, ...], 
         log.close()
         print(f"{reason}; {run_dir} at update {update}", file=sys.stderr)
     return run_dir
+
+
+def level_labels(numbers: dict) -> list[str]:
+    """One label per level from {name: [n]} numbers: 'score 0.12 mutations 3'."""
+    count = len(next(iter(numbers.values())))
+    return [" ".join(f"{name} {float(values[i]):.3g}" for name, values in numbers.items()) for i in range(count)]
 
 
 @contextlib.contextmanager

@@ -1,18 +1,27 @@
-"""Evaluate a run folder (every seed) on named held-out mazes.
+"""Evaluate a run folder (every seed) on named held-out mazes, and on the risk evaluation of SFL.
 
     python -m common.evaluate --run-dir runs/dr --mazes SixteenRooms Labyrinth PerfectMazeXL --episodes 100 --gif
+    python -m common.evaluate --run-dir runs/dr --mazes --risk   # only the risk evaluation
 
 Loads the newest checkpoint (or --checkpoint), rebuilds the script's `Config` and `ActorCritic` from the
 `script` recorded in config.json (only scripts in algos/ are ever loaded) and evaluates the policy named by
 --policy with `common.heldout_eval` (sampled actions, the first episode of each attempt counts). Writes a
-CSV (one row per maze per seed) and prints, per maze,
-the mean over seeds with a 95% Student-t confidence interval. `--gif` saves seed 0's first episode on each
-maze as an animated GIF.
+CSV (one row per maze per seed) and prints, per maze, the mean over seeds with its 95% Student-t interval
+(none with fewer than 3 seeds). `--gif` saves seed 0's first episode on each maze as an animated GIF, cropped
+around the agent on big mazes.
+
+`--risk` adds the adversarial evaluation of Rutherford et al., 2024 ("No Regrets", SFL): sample --risk-levels
+solvable training-distribution mazes, play --risk-episodes attempts on each, twice with independent
+randomness; for each alpha in RISK_ALPHAS (percent), rank the levels by the first pass's win rate, take the
+worst alpha percent and report the second pass's mean win rate on them, so the selection does not bias the
+estimate (CVaR of the win rate). Written to <run-dir>/eval/risk_<update>_<time>.csv (a row per seed per
+alpha), which `python -m common.report` reads.
 """
 
 import csv
 import functools
 import importlib.util
+import io
 import math
 import sys
 import time
@@ -23,14 +32,20 @@ from typing import Annotated
 import jax
 import numpy as np
 import tyro
+from scipy import stats
 from tyro.conf import arg
 
 # SCAFFOLDING: the repo root on sys.path so `python common/evaluate.py` works like `python -m common.evaluate`.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common.checkpoint import list_checkpoints, load  # noqa: E402
+from common.checkpoint import (  # noqa: E402
+    list_checkpoints,
+    load,
+    write_atomic,  # noqa: E402
+)
 from common.config import (  # noqa: E402
     AT_LEAST_ONE,
+    NON_NEGATIVE,
     Range,
     config_from_saved,
     raise_first,
@@ -39,14 +54,17 @@ from common.config import (  # noqa: E402
     with_flags,
 )
 from common.errors import ConfigError  # noqa: E402
-from common.heldout_eval import evaluate_policy  # noqa: E402
+from common.heldout_eval import evaluate_policy, play_levels  # noqa: E402
 from common.provenance import REPO_ROOT  # noqa: E402
 from common.runs import one_line_errors  # noqa: E402
 from envs.heldout import HELDOUT_MAZES, get_heldout_maze  # noqa: E402
-from envs.render import render_rollout, save_gif  # noqa: E402
+from envs.levels import sample_dr_level, shortest_path_length  # noqa: E402
+from envs.render import MIN_CELL_PIXELS, render_rollout, save_gif  # noqa: E402
 
-T_CRITICAL_95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228]
-"""Two-sided 95% Student-t quantiles for 1..10 degrees of freedom; 1.96 beyond 30, interpolated between."""
+RISK_ALPHAS = (0.01, 0.1, 1.0, 5.0, 10.0, 20.0, 50.0, 100.0)
+"""The worst fractions of levels (percent) the risk evaluation reports, as in SFL."""
+MIN_SEEDS_FOR_INTERVAL = 3
+"""Below this a Student-t interval over seeds is wider than the metric's range and says nothing."""
 GIF_MAX_FRAMES = 600
 GIF_MAX_PIXELS = 480
 
@@ -69,29 +87,45 @@ class Args:
     """CSV path."""
     gif: bool = False
     """Save seed 0's first episode on each maze as <run-dir>/eval/<maze>_update_<update>.gif."""
+    risk: bool = False
+    """Also run the risk evaluation (CVaR of the win rate over sampled training mazes, SFL)."""
+    risk_levels: Annotated[int, AT_LEAST_ONE] = 10_000
+    """Solvable mazes sampled for the risk evaluation (SFL: 10,000)."""
+    risk_episodes: Annotated[int, AT_LEAST_ONE] = 10
+    """Attempts per maze and pass in the risk evaluation (SFL: 10)."""
+    risk_maze_size: Annotated[int, Range(2, 101)] = 13
+    """Interior size of the risk evaluation's mazes (SFL: 13)."""
+    risk_walls: Annotated[int, NON_NEGATIVE] = 60
+    """Walls drawn with replacement per risk-evaluation maze (SFL: 60)."""
+    batch: Annotated[int, AT_LEAST_ONE] = 4096
+    """Attempts played per jitted call of the risk evaluation (memory against calls)."""
 
     def __post_init__(self):
         raise_first(range_problems(self))
+        if self.risk_walls > self.risk_maze_size**2 - 2:
+            raise ConfigError(f"--risk-walls ({self.risk_walls}) must leave two cells free for the agent and goal")
+        if not self.mazes and not self.risk:
+            raise ConfigError("nothing to evaluate: give --mazes, --risk or both")
         for name in self.mazes:
             if name not in HELDOUT_MAZES:
                 raise ConfigError(f"unknown maze {name!r}; choose from {', '.join(HELDOUT_MAZES)}")
 
 
-def t_critical_95(samples: int) -> float:
-    degrees = samples - 1
-    if degrees <= len(T_CRITICAL_95):
-        return T_CRITICAL_95[degrees - 1]
-    if degrees >= 30:
-        return 1.96
-    return float(np.interp(degrees, [10, 30], [T_CRITICAL_95[-1], 2.042]))
-
-
-def mean_and_ci95(values) -> tuple[float, float]:
-    """Mean and the half-width of its 95% confidence interval (NaN for a single value)."""
+def mean_and_interval(values, low: float = 0.0, high: float = 1.0) -> tuple[float, tuple[float, float] | None]:
+    """Mean over seeds and its 95% Student-t interval, clipped to the metric's range [low, high]; no interval
+    with fewer than MIN_SEEDS_FOR_INTERVAL seeds."""
     values = np.asarray(values, dtype=np.float64)
-    if len(values) < 2:
-        return float(values.mean()), float("nan")
-    return float(values.mean()), t_critical_95(len(values)) * float(values.std(ddof=1)) / math.sqrt(len(values))
+    mean = float(values.mean())
+    if len(values) < MIN_SEEDS_FOR_INTERVAL:
+        return mean, None
+    half_width = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
+    return mean, (max(low, mean - half_width), min(high, mean + half_width))
+
+
+def describe(values) -> str:
+    """'0.860 [0.712, 1.000]', or just the mean when there are too few seeds for an interval."""
+    mean, interval = mean_and_interval(values)
+    return f"{mean:.3f}" if interval is None else f"{mean:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
 
 
 def load_script(script: str):
@@ -124,20 +158,86 @@ def load_run(run_dir: Path, checkpoint: Path | None):
     return module, config, runner, update
 
 
+def write_csv(path: Path, rows: list[dict]) -> None:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    write_atomic(path, buffer.getvalue().encode())
+
+
+def cvar(first_pass: np.ndarray, second_pass: np.ndarray, alpha: float) -> float:
+    """Mean second-pass win rate of the worst `alpha` percent of levels by first-pass win rate (at least one
+    level; ties keep level order)."""
+    count = max(1, math.ceil(alpha / 100 * len(first_pass)))
+    worst = np.argsort(first_pass, kind="stable")[:count]
+    return float(second_pass[worst].mean())
+
+
+def sample_solvable_levels(rng, count: int, size: int, walls: int):
+    """`count` DR levels (size x size, `walls` walls with replacement) that a BFS finds solvable."""
+    sample = jax.jit(
+        lambda key, n: jax.vmap(lambda k: sample_dr_level(k, size, size, walls))(jax.random.split(key, n)),
+        static_argnums=1,
+    )
+    solvable = jax.jit(jax.vmap(lambda level: shortest_path_length(level) >= 0))
+    kept, round_index = [], 0
+    while sum(len(batch.wall_map) for batch in kept) < count:
+        batch = sample(jax.random.fold_in(rng, round_index), count)
+        keep = np.asarray(solvable(batch))
+        kept.append(jax.tree.map(lambda x, keep=keep: np.asarray(x)[keep], batch))
+        round_index += 1
+    return jax.tree.map(lambda *parts: np.concatenate(parts)[:count], *kept)
+
+
+def risk_win_rates(args: Args, rng, module, network, params, config, levels) -> np.ndarray:
+    """[2 passes, seeds, levels] win rates: each level attempted --risk-episodes times per pass."""
+    attempts = jax.tree.map(lambda x: np.repeat(x, args.risk_episodes, axis=0), levels)  # [levels * episodes]
+    total, lstm_size = attempts.wall_map.shape[0], config.ppo.lstm_size
+    max_steps = config.env_params.max_steps
+
+    @jax.jit
+    def play(rngs, seed_params, chunk):
+        carry = module.initial_carry(chunk.wall_map.shape[0], lstm_size)
+        played = lambda key, p: play_levels(key, network.apply, p, carry, chunk, config.env_params, max_steps)  # noqa: E731
+        return jax.vmap(lambda key, p: played(key, p).returns > 0)(rngs, seed_params)
+
+    passes, started, interactive = [], time.perf_counter(), sys.stderr.isatty()
+    num_seeds = config.run.num_seeds
+    for pass_index in range(2):
+        wins = []
+        for start in range(0, total, args.batch):
+            chunk = jax.tree.map(lambda x, s=start: x[s : s + args.batch], attempts)
+            keys = jax.random.split(jax.random.fold_in(rng, pass_index * total + start), num_seeds)
+            wins.append(np.asarray(play(keys, params, chunk)))
+            done = pass_index * total + start + len(chunk.wall_map)
+            elapsed = time.perf_counter() - started
+            print(
+                f"\rrisk evaluation: {done}/{2 * total} attempts, {elapsed:.0f}s", end="", file=sys.stderr, flush=True
+            )
+        passes.append(np.concatenate(wins, axis=1).reshape(num_seeds, -1, args.risk_episodes).mean(axis=2))
+    if interactive:
+        print(file=sys.stderr)
+    return np.stack(passes)
+
+
 def main(args: Args) -> None:
     module, config, runner, update = load_run(args.run_dir, args.checkpoint)
     policies = module.policies(config)
     if args.policy not in policies:
-        raise ConfigError(
-            f"unknown --policy {args.policy!r} for this {module.__name__[9:]} run; choose from {', '.join(policies)}"
-        )
+        method = module.__name__.removeprefix("cleanued_")
+        raise ConfigError(f"unknown --policy {args.policy!r} for this {method} run; choose from {', '.join(policies)}")
     params = policies[args.policy](runner)
     network = module.ActorCritic()
     num_seeds, lstm_size = config.run.num_seeds, config.ppo.lstm_size
-    out = args.out or args.run_dir / "eval" / f"evaluate_{update:08d}_{time.strftime('%Y%m%d-%H%M%S')}.csv"
-    out.parent.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = args.out or args.run_dir / "eval" / f"evaluate_{update:08d}_{stamp}.csv"
     rows = []
     print(f"{args.run_dir} at update {update}, policy {args.policy}, {num_seeds} seeds x {args.episodes} episodes")
+    if num_seeds < MIN_SEEDS_FOR_INTERVAL:
+        print(f"means over {num_seeds} seeds; no interval: fewer than {MIN_SEEDS_FOR_INTERVAL} seeds cannot bound one")
+    else:
+        print(f"means over {num_seeds} seeds with their 95% Student-t interval, clipped to [0, 1]")
     for index, name in enumerate(args.mazes):
         maze = get_heldout_maze(name)
 
@@ -151,10 +251,7 @@ def main(args: Args) -> None:
         for seed in range(num_seeds):
             rows.append({"maze": name, "seed": seed, "update": update, "episodes": args.episodes,
                          "solve_rate": float(solve_rates[seed]), "return": float(mean_returns[seed])})  # fmt: skip
-        (solve, solve_ci), (ret, ret_ci) = mean_and_ci95(solve_rates), mean_and_ci95(mean_returns)
-        print(
-            f"{name:>18}: solve rate {solve:.3f} ± {solve_ci:.3f}   return {ret:.3f} ± {ret_ci:.3f}   (95% CI, seeds)"
-        )
+        print(f"{name:>18}: solve rate {describe(solve_rates)}   return {describe(mean_returns)}")
         if args.gif:
             first_seed = jax.tree.map(lambda x: x[0], params)
             result = jax.jit(functools.partial(evaluate_seed, num_episodes=1))(rngs[0], first_seed)
@@ -162,17 +259,37 @@ def main(args: Args) -> None:
             positions, directions = np.asarray(result.agent_pos[:, 0]), np.asarray(result.agent_dir[:, 0])
             steps = min(int(result.episode_length[0]), GIF_MAX_FRAMES - 1)
             positions = np.concatenate([[level.agent_pos], positions[:steps]])
-            tile_size = max(3, min(16, GIF_MAX_PIXELS // (maze.width + 2)))
-            frames = render_rollout(
-                level, positions, np.concatenate([[level.agent_dir], directions[:steps]]), tile_size
-            )
+            tile_size = max(MIN_CELL_PIXELS, min(16, GIF_MAX_PIXELS // (maze.width + 2)))
+            window = GIF_MAX_PIXELS // tile_size if (maze.width + 2) * tile_size > GIF_MAX_PIXELS else None
+            directions = np.concatenate([[level.agent_dir], directions[:steps]])
+            frames = render_rollout(level, positions, directions, tile_size, window)
             gif = save_gif(frames, args.run_dir / "eval" / f"{name}_update_{update:08d}.gif")
             print(f"{'':>18}  {gif} ({steps} steps)")
-    with open(out, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"wrote {out}")
+    if rows:
+        write_csv(out, rows)
+        print(f"wrote {out}")
+    if args.risk:
+        rng_levels, rng_play = jax.random.split(jax.random.fold_in(jax.random.key(args.seed), len(HELDOUT_MAZES)))
+        levels = sample_solvable_levels(rng_levels, args.risk_levels, args.risk_maze_size, args.risk_walls)
+        first, second = risk_win_rates(args, rng_play, module, network, params, config, levels)
+        risk_rows = []
+        for alpha in RISK_ALPHAS:
+            values = [cvar(first[seed], second[seed], alpha) for seed in range(num_seeds)]
+            risk_rows += [
+                {
+                    "seed": seed,
+                    "update": update,
+                    "levels": args.risk_levels,
+                    "episodes": args.risk_episodes,
+                    "alpha": alpha,
+                    "win_rate": value,
+                }  # fmt: skip
+                for seed, value in enumerate(values)
+            ]
+            print(f"{'worst ' + f'{alpha:g}%':>18}: win rate {describe(values)}")
+        risk_out = args.run_dir / "eval" / f"risk_{update:08d}_{stamp}.csv"
+        write_csv(risk_out, risk_rows)
+        print(f"wrote {risk_out}")
 
 
 if __name__ == "__main__":

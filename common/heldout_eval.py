@@ -39,10 +39,19 @@ def evaluate_policy(
     `apply(params, carry, obs [1, E, ...], reset [1, E]) -> (carry, logits [1, E, A], value)` is the policy
     network's apply and `carry` its initial carry for E envs. Trajectories cover the maze's max_steps; they
     feed GIFs, and jit drops them when unused."""
-    rng_levels, rng_steps = jax.random.split(rng)
-    env_params = maze.env_params(env_params)
+    rng_levels, rng_play = jax.random.split(rng)
     levels = jax.vmap(maze.sample)(jax.random.split(rng_levels, num_episodes))
-    obs, env_state = jax.vmap(reset_to_level, (None, 0, None))(rng_levels, levels, env_params)
+    return play_levels(rng_play, apply, params, carry, levels, maze.env_params(env_params), maze.max_steps)
+
+
+def play_levels(
+    rng, apply: Callable, params, carry, levels: Level, env_params: EnvParams, max_steps: int
+) -> EvalResult:
+    """One attempt on each of the levels (leading axis E): sampled actions for `max_steps` steps, the first
+    episode counted."""
+    num_episodes = levels.wall_map.shape[0]
+    rng_reset, rng_steps = jax.random.split(rng)
+    obs, env_state = jax.vmap(reset_to_level, (None, 0, None))(rng_reset, levels, env_params)
     step_env = jax.vmap(functools.partial(step, params=env_params))
     no_reset = jnp.zeros((1, num_episodes), bool)
 
@@ -63,7 +72,7 @@ def evaluate_policy(
 
     zeros = jnp.zeros(num_episodes, jnp.int32)
     start = EvalState(obs, env_state, carry, zeros.astype(bool), zeros * 0.0, zeros)
-    end, (positions, directions) = jax.lax.scan(one_step, start, jax.random.split(rng_steps, maze.max_steps))
+    end, (positions, directions) = jax.lax.scan(one_step, start, jax.random.split(rng_steps, max_steps))
     return EvalResult(end.returns, end.lengths, levels, positions, directions)
 
 

@@ -1,7 +1,7 @@
-"""Held-out test mazes for zero-shot evaluation, by name (AMAZE.md).
+"""Held-out test mazes for zero-shot evaluation, by name (docs/amaze.md).
 
 Eight fixed 13x13 layouts (SixteenRooms ... StandardMaze3, start directions as in dcd and
-../shared/fixtures/heldout_mazes.json) and procedural families as jittable generators: corridors with
+tests/fixtures/heldout_mazes.json) and procedural families as jittable generators: corridors with
 a random goal among fixed choices, FourRooms with random doors, Crossing, and perfect mazes up to
 101x101. Deviations from minimax-lib 0.2.0, on purpose: FourRooms never puts the agent on the goal,
 and perfect mazes draw the start's x and y from independent keys.

@@ -33,7 +33,7 @@ def sample_cell(rng: jax.Array, allowed: jax.Array) -> jax.Array:
 
 
 def sample_dr_level(rng: jax.Array, height: int = 13, width: int = 13, n_walls: int = 60) -> Level:
-    """The DR generator (AMAZE.md): `n_walls` cells uniform *with replacement* (about 50.7 distinct for
+    """The DR generator (docs/amaze.md): `n_walls` cells uniform *with replacement* (about 50.7 distinct for
     60 on 13x13), then the agent on a free cell, a uniform direction, the goal on another free cell.
     Levels are not checked for solvability. `n_walls=0` gives ACCEL's empty starting mazes."""
     rng_walls, rng_agent, rng_dir, rng_goal = jax.random.split(rng, 4)
@@ -81,7 +81,7 @@ def _mutate_once(level: Level, rng: jax.Array) -> tuple[Level, tuple[jax.Array, 
 
 
 def mutate_level(rng: jax.Array, level: Level, num_edits: int = 20) -> Level:
-    """ACCEL's mutator (AMAZE.md): `num_edits` edits, each uniformly a no-op, a wall flip on a cell other
+    """ACCEL's mutator (docs/amaze.md): `num_edits` edits, each uniformly a no-op, a wall flip on a cell other
     than goal and agent, or a goal move to a free cell that is not the goal or the agent."""
     level, _ = jax.lax.scan(_mutate_once, level, jax.random.split(rng, num_edits))
     return level

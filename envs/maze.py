@@ -1,6 +1,6 @@
 """AMaze: the partially observable MiniGrid maze of the UED papers, as pure JAX functions.
 
-Semantics follow ../shared/AMAZE.md (minimax-lib 0.2.0 `minimax.envs.maze`, itself a port of the
+Semantics follow docs/amaze.md (minimax-lib 0.2.0 `minimax.envs.maze`, itself a port of the
 MiniGrid mazes of facebookresearch/dcd). Positions are (x, y); `wall_map[y, x]`; directions
 0 = +x (right), 1 = +y (down), 2 = -x (left), 3 = -y (up). The 1-tile border wall of MiniGrid is
 implicit: moves off the interior are blocked and cells outside it look like walls.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageDraw
 
 from envs.maze import view_offsets
 
@@ -18,6 +18,8 @@ GOAL_RGB = np.array([0, 255, 0], np.uint8)
 AGENT_RGB = np.array([255, 0, 0], np.uint8)
 GRID_LINE_RGB = np.array([100, 100, 100], np.uint8)
 VIEW_HIGHLIGHT = 0.3  # MiniGrid blends the visible cells 30% toward white
+MIN_CELL_PIXELS = 12  # below this the agent's triangle and the grid lines blur together
+LABEL_PIXELS = 12  # a line of Pillow's default font under each level of a grid
 
 
 def _triangle_mask(tile_size: int) -> np.ndarray:
@@ -64,26 +66,53 @@ def render_level(level, agent_pos=None, agent_dir=None, tile_size: int = 16, age
     return image
 
 
-def render_grid(levels, columns: int | None = None, tile_size: int = 8, padding: int = 4) -> np.ndarray:
-    """One image of a batch of levels (leading axis), `columns` per row (default: about square)."""
+def render_grid(
+    levels, columns: int | None = None, tile_size: int = MIN_CELL_PIXELS, padding: int = 4, labels=None
+) -> np.ndarray:
+    """One image of a batch of levels (leading axis), `columns` per row (default: about square), cells at least
+    MIN_CELL_PIXELS wide; `labels` (one short string per level) are written under the levels."""
     levels = jax.tree.map(np.asarray, levels)
     count = levels.wall_map.shape[0]
     columns = columns or int(np.ceil(np.sqrt(count)))
     rows = int(np.ceil(count / columns))
+    tile_size = max(tile_size, MIN_CELL_PIXELS)
     tiles = [render_level(jax.tree.map(operator.itemgetter(i), levels), tile_size=tile_size) for i in range(count)]
     tile_h, tile_w, _ = tiles[0].shape
-    canvas = np.full((rows * (tile_h + padding) + padding, columns * (tile_w + padding) + padding, 3), 255, np.uint8)
+    label_h = LABEL_PIXELS if labels is not None else 0
+    cell_h = tile_h + label_h + padding
+    canvas = np.full((rows * cell_h + padding, columns * (tile_w + padding) + padding, 3), 255, np.uint8)
     for i, tile in enumerate(tiles):
         row, col = divmod(i, columns)
-        top, left = padding + row * (tile_h + padding), padding + col * (tile_w + padding)
+        top, left = padding + row * cell_h, padding + col * (tile_w + padding)
         canvas[top : top + tile_h, left : left + tile_w] = tile
-    return canvas
+    if labels is None:
+        return canvas
+    image = Image.fromarray(canvas)
+    draw = ImageDraw.Draw(image)
+    for i, label in enumerate(labels):
+        row, col = divmod(i, columns)
+        draw.text((padding + col * (tile_w + padding), padding + row * cell_h + tile_h + 1), label, fill=(0, 0, 0))
+    return np.asarray(image)
 
 
-def render_rollout(level, agent_positions, agent_dirs, tile_size: int = 16) -> list[np.ndarray]:
-    """One frame per recorded state: `agent_positions` [T, 2] and `agent_dirs` [T]."""
+def render_rollout(
+    level, agent_positions, agent_dirs, tile_size: int = 16, window: int | None = None
+) -> list[np.ndarray]:
+    """One frame per recorded state: `agent_positions` [T, 2] and `agent_dirs` [T]. With `window`, each frame
+    shows only `window` x `window` cells around the agent (kept inside the maze), so big mazes stay readable."""
     positions, directions = np.asarray(agent_positions), np.asarray(agent_dirs)
-    return [render_level(level, positions[t], directions[t], tile_size) for t in range(len(positions))]
+    frames = [render_level(level, positions[t], directions[t], tile_size) for t in range(len(positions))]
+    if window is None:
+        return frames
+    height, width = frames[0].shape[0] // tile_size, frames[0].shape[1] // tile_size
+    crops = []
+    for frame, (x, y) in zip(frames, positions, strict=True):
+        left = int(np.clip(x + 1 - window // 2, 0, max(width - window, 0)))
+        top = int(np.clip(y + 1 - window // 2, 0, max(height - window, 0)))
+        crops.append(
+            frame[top * tile_size : (top + window) * tile_size, left * tile_size : (left + window) * tile_size]
+        )
+    return crops
 
 
 def save_png(image: np.ndarray, path) -> Path:

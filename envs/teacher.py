@@ -1,4 +1,4 @@
-"""The PAIRED teacher (adversary) env: design one maze, one cell per step (AMAZE.md, minimax's `UEDMaze`
+"""The PAIRED teacher (adversary) env: design one maze, one cell per step (docs/amaze.md, minimax's `UEDMaze`
 with `fixed_n_wall_steps=True, replace_wall_pos=True, set_agent_dir=False`).
 
 An episode has `n_walls + 2` steps; the action is a cell index `y * W + x`. Steps 0..n_walls-1 place

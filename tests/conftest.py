@@ -1,4 +1,5 @@
-"""Shared test fixtures. Reference data lives in ../shared/fixtures; tests that need it skip cleanly without it."""
+"""Shared test fixtures: the reference data recorded from minimax-lib 0.2.0, kept in tests/fixtures/ (how it was
+recorded: tests/fixtures/README.md). AMAZE_FIXTURE points the parity tests at another recording."""
 
 import json
 import os
@@ -7,21 +8,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 @pytest.fixture(scope="session")
 def amaze_fixture():
-    path = Path(os.environ.get("AMAZE_FIXTURE", SHARED_FIXTURES / "amaze_minimax_seed0.npz"))
+    path = Path(os.environ.get("AMAZE_FIXTURE", FIXTURES / "amaze_minimax_seed0.npz"))
     if not path.exists():
-        pytest.skip(f"AMaze reference fixture not found at {path} (set AMAZE_FIXTURE to its path)")
+        pytest.fail(f"AMaze reference fixture not found at {path} (AMAZE_FIXTURE overrides tests/fixtures/)")
     return dict(np.load(path))
 
 
 @pytest.fixture(scope="session")
 def heldout_json():
-    path = SHARED_FIXTURES / "heldout_mazes.json"
-    if not path.exists():
-        pytest.skip(f"held-out maze reference not found at {path}")
-    return json.loads(path.read_text())
+    return json.loads((FIXTURES / "heldout_mazes.json").read_text())

@@ -11,7 +11,7 @@ import pytest
 from common import checkpoint
 from common.config import check_resumable
 from common.errors import ConfigError
-from common.evaluate import mean_and_ci95
+from common.evaluate import describe, mean_and_interval
 from common.runs import CsvLog, chunk_rows, read_log, stop_reason
 
 
@@ -90,9 +90,11 @@ def test_chunk_rows_average_each_seed_and_skip_missing_episodes():
     assert json.dumps(rows[0]["update"]) == "20"
 
 
-def test_confidence_interval_matches_student_t():
-    mean, half_width = mean_and_ci95([0.0, 1.0])
-    assert mean == 0.5 and half_width == pytest.approx(12.706 * np.sqrt(0.5) / np.sqrt(2))
-    mean, half_width = mean_and_ci95([0.2, 0.4, 0.6, 0.8, 1.0])
-    assert half_width == pytest.approx(2.776 * np.std([0.2, 0.4, 0.6, 0.8, 1.0], ddof=1) / np.sqrt(5))
-    assert np.isnan(mean_and_ci95([0.3])[1])
+def test_interval_over_seeds_is_student_t_clipped_and_absent_below_three_seeds():
+    values = [0.6, 0.8, 1.0, 1.0, 1.0]
+    mean, (low, high) = mean_and_interval(values)
+    half_width = 2.776 * np.std(values, ddof=1) / np.sqrt(5)  # t(0.975, 4 degrees of freedom) = 2.776
+    assert mean == pytest.approx(0.88) and low == pytest.approx(0.88 - half_width, abs=1e-3)
+    assert 0.88 + half_width > 1.0 and high == 1.0, "clipped to the metric's range"
+    assert mean_and_interval([0.0, 1.0]) == (0.5, None), "two seeds: a t-interval would be 0.5 +- 6.35"
+    assert describe([0.0, 1.0]) == "0.500" and describe([0.5, 0.5, 0.5]) == "0.500 [0.500, 0.500]"

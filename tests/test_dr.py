@@ -1,6 +1,7 @@
 """algos/dr.py: smoke, seed independence, chunked == one-shot, exact resume (also after kill -9), bad
 input, --help. Tiny configs; the jitted functions are shared per module to keep CPU compiles few."""
 
+import csv
 import hashlib
 import json
 import operator
@@ -76,7 +77,7 @@ def test_param_count_matches_reference():
     config = dr.Config()
     params = jax.eval_shape(dr.make_train(config).init, jax.random.split(jax.random.key(0), 1)).train_state.params
     count = sum(np.prod(leaf.shape[1:]) for leaf in jax.tree.leaves(params))
-    assert abs(count - 433_000) < 1_000, count  # UED.md: about 433k
+    assert abs(count - 433_000) < 1_000, count  # docs/methods.md: about 433k
 
 
 def test_conv3x3_is_flax_valid_conv():
@@ -177,9 +178,18 @@ def test_evaluate_command(smoke_run):
         "SixteenRooms",
         "Crossing",
     ]
-    result = subprocess.run([*command, "--episodes", "3", "--gif"], cwd=REPO_ROOT, capture_output=True, text=True)
+    risk = ["--risk", "--risk-levels", "10", "--risk-episodes", "2", "--risk-maze-size", "7", "--risk-walls", "10"]
+    result = subprocess.run(
+        [*command, "--episodes", "3", "--gif", *risk, "--batch", "8"], cwd=REPO_ROOT, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
-    assert "SixteenRooms: solve rate" in result.stdout and "(95% CI, seeds)" in result.stdout
+    (risk_csv,) = (run_dir / "eval").glob("risk_00000004_*.csv")
+    risk_rows = list(csv.DictReader(open(risk_csv)))
+    assert [float(row["alpha"]) for row in risk_rows[:: config.run.num_seeds]] == [0.01, 0.1, 1, 5, 10, 20, 50, 100]
+    assert all(0.0 <= float(row["win_rate"]) <= 1.0 and row["levels"] == "10" for row in risk_rows)
+    assert "worst 10%: win rate" in result.stdout and "risk evaluation: 40/40 attempts" in result.stderr
+    assert "SixteenRooms: solve rate" in result.stdout
+    assert "no interval: fewer than 3 seeds" in result.stdout and "±" not in result.stdout
     (csv_path,) = (run_dir / "eval").glob("evaluate_00000004_*.csv")
     rows = csv_path.read_text().splitlines()
     assert rows[0] == "maze,seed,update,episodes,solve_rate,return" and len(rows) == 1 + 2 * config.run.num_seeds

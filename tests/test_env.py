@@ -24,7 +24,16 @@ from envs.levels import (
     wall_count,
 )
 from envs.maze import EnvParams, make_level, reset_to_level, step, step_and_resample, step_and_resample_batch
-from envs.render import GOAL_RGB, WALL_RGB, render_grid, render_level, render_rollout, save_gif, save_png
+from envs.render import (
+    GOAL_RGB,
+    MIN_CELL_PIXELS,
+    WALL_RGB,
+    render_grid,
+    render_level,
+    render_rollout,
+    save_gif,
+    save_png,
+)
 
 SIMPLE = """
     #..G
@@ -275,8 +284,9 @@ def test_rendering_colours_and_sizes(tmp_path):
     unlit = render_level(level.replace(agent_pos=jnp.array([3, 2])), agent_dir=1, tile_size=10)
     assert (unlit[10:20, 40:50] == GOAL_RGB).all(axis=-1).mean() > 0.8  # behind the agent: not shaded
     batch = jax.vmap(sample_dr_level)(jax.random.split(jax.random.key(10), 5))
-    grid = render_grid(batch, columns=3, tile_size=4, padding=2)
-    assert grid.shape == (2 * (60 + 2) + 2, 3 * (60 + 2) + 2, 3)
+    grid = render_grid(batch, columns=3, tile_size=4, padding=2)  # 4 is raised to the minimum cell size
+    side = 15 * MIN_CELL_PIXELS
+    assert grid.shape == (2 * (side + 2) + 2, 3 * (side + 2) + 2, 3)
     frames = render_rollout(level, np.array([[1, 1], [2, 1]]), np.array([0, 0]), tile_size=4)
     assert len(frames) == 2 and not np.array_equal(frames[0], frames[1])
     assert save_png(image, tmp_path / "level.png").stat().st_size > 0
@@ -294,3 +304,21 @@ def test_step_turns_and_blocks():
     _, state, reward, done, info = step(jax.random.key(0), state, jnp.int32(2), params)  # into the goal
     assert bool(done) and bool(info["success"]) and state.agent_pos.tolist() == [2, 0]
     assert float(reward) == pytest.approx(1 - 0.9 * 7 / 10)
+
+
+def test_pictures_stay_readable():
+    levels = jax.vmap(sample_dr_level, (0, None, None, None))(jax.random.split(jax.random.key(0), 5), 13, 13, 60)
+    plain = render_grid(levels, tile_size=4)
+    assert plain.shape[1] >= 3 * 15 * MIN_CELL_PIXELS, "a small tile size is raised to the minimum cell size"
+    labelled = render_grid(levels, labels=[f"score {i}" for i in range(5)])
+    assert labelled.shape[0] > plain.shape[0]
+    under_first = labelled[4 + 15 * MIN_CELL_PIXELS : 4 + 15 * MIN_CELL_PIXELS + 12, 4 : 4 + 15 * MIN_CELL_PIXELS]
+    assert (under_first < 128).any(), "the label is written under its level"
+    maze = HELDOUT_MAZES["PerfectMazeXL"]
+    level = jax.tree.map(np.asarray, maze.sample(jax.random.key(1)))
+    path = np.stack([level.agent_pos + [0, step] for step in range(3)])
+    frames = render_rollout(level, path, np.zeros(3, np.int32), tile_size=MIN_CELL_PIXELS, window=40)
+    for frame in frames:
+        assert frame.shape == (40 * MIN_CELL_PIXELS, 40 * MIN_CELL_PIXELS, 3)
+        agent = (frame[..., 0] > 200) & (frame[..., 1] < 120) & (frame[..., 2] < 120)  # red, shaded by its view
+        assert agent.sum() > MIN_CELL_PIXELS, "the agent is inside every cropped frame"

@@ -1,5 +1,5 @@
 """Step-for-step parity with the recorded reference maze (minimax-lib 0.2.0), fixture format in
-../shared/fixtures/README.md."""
+tests/fixtures/README.md."""
 
 import operator
 

@@ -105,7 +105,8 @@ def test_variant_smoke_and_designed_levels_are_valid(variant, tmp_path):
     assert changed(before.teacher.params, runner.teacher.params) and changed(
         before.students.params, runner.students.params
     )
-    levels = jax.device_get(jax.jit(functions.levels)(runner))
+    levels, labels = jax.device_get(jax.jit(functions.levels)(runner))
+    assert labels == {}
     assert levels.wall_map.shape == (config.run.num_seeds, config.ppo.num_envs, 5, 5)
     for seed in range(config.run.num_seeds):
         for env in range(config.ppo.num_envs):
@@ -141,7 +142,7 @@ def test_teacher_parameter_count_matches_reference():
     config = paired.Config()
     params = jax.eval_shape(paired.make_train(config).init, jax.random.split(jax.random.key(0), 1)).teacher.params
     count = sum(np.prod(leaf.shape[1:]) for leaf in jax.tree.leaves(params))
-    assert 22_000_000 < count < 23_000_000, count  # UED.md: about 22M, the conv features feed the LSTM
+    assert 22_000_000 < count < 23_000_000, count  # about 22M: the conv features feed the LSTM directly
 
 
 def test_resume_equals_uninterrupted_and_evaluate_any_student(tmp_path):

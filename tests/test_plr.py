@@ -56,8 +56,10 @@ def test_buffer_warms_up_and_replay_happens(tmp_path):
     assert np.isfinite(metrics["buffer/mean_score"]).all()
     assert np.isfinite(metrics["ppo/loss"][replayed == 1]).all(), "Robust PLR steps on replay updates"
     assert np.isnan(metrics["ppo/loss"][replayed == 0]).all(), "and reports no step on the others"
-    top = jax.jit(functions.levels)(runner)
+    top, labels = jax.jit(functions.levels)(runner)
     assert top.wall_map.shape == (config.run.num_seeds, config.ppo.num_envs, 5, 5)
+    scores = np.where(runner.buffer.filled, runner.buffer.scores, -np.inf)
+    np.testing.assert_allclose(labels["score"], -np.sort(-scores, axis=1)[:, : config.ppo.num_envs])
 
 
 @pytest.mark.parametrize(("exploratory", "learns"), [(False, False), (True, True)])

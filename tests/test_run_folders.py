@@ -16,7 +16,7 @@ from pathlib import Path
 import jax
 import pytest
 
-from algos import accel, accel_parallel, dr, paired, plr, plr_parallel
+from algos import accel, accel_parallel, dr, paired, plr, plr_parallel, sfl
 from common import checkpoint, runs
 from common.config import with_flags
 from common.errors import ConfigError
@@ -235,7 +235,9 @@ BAD_VALUES = [
 ]
 
 
-@pytest.mark.parametrize("module", [dr, plr, accel, plr_parallel, accel_parallel, paired], ids=lambda m: m.__name__)
+@pytest.mark.parametrize(
+    "module", [dr, plr, accel, plr_parallel, accel_parallel, paired, sfl], ids=lambda m: m.__name__
+)
 def test_every_script_checks_numeric_ranges_before_compiling(tmp_path, module):
     for name, value, message in BAD_VALUES:
         with pytest.raises(ConfigError) as error:

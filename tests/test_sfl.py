@@ -1,0 +1,142 @@
+"""algos/sfl.py: learnability of known outcome sequences against plain Python (the first episodes only,
+time-outs failing, levels with few episodes), scoring a scripted policy on real levels, the buffer is exactly the
+top K, the batch's buffer/fresh split, scoring memory independent of its length, exact resume across a
+refresh, and invalid flag combinations."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from algos import sfl
+from common.config import with_flags
+from common.errors import ConfigError
+from envs.levels import level_from_text, sample_dr_level
+from envs.maze import EnvParams
+from tests.states import assert_states_close, newest_state, run_script
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TINY = dict(
+    num_seeds=2, num_envs=8, num_steps=16, lstm_size=8, maze_size=5, n_walls=3, max_steps=8, num_minibatches=2,
+    refresh_interval=4, score_batches=2, score_batch_size=16, score_steps=24, buffer_size=6, total_updates=8,
+    log_interval=2, eval_interval=0, checkpoint_interval=2, screenshot_interval=0,
+)  # fmt: skip
+
+
+def reference_outcomes(dones, rewards, counted):
+    """Plain Python: completed episodes, and successes among the first `counted` of them."""
+    completed = successes = 0
+    for done, reward in zip(dones, rewards, strict=True):
+        if done:
+            successes += completed < counted and reward > 0
+            completed += 1
+    return completed, successes
+
+
+def test_tally_and_learnability_match_plain_python():
+    rng = np.random.default_rng(0)
+    steps, levels, counted = 60, 40, 10
+    dones = rng.uniform(size=(steps, levels)) < rng.uniform(0.0, 0.6, size=levels)
+    dones[:, 0] = False  # a level that completes no episode
+    rewards = np.where(dones & (rng.uniform(size=(steps, levels)) < 0.5), 0.7, 0.0)  # done without reward: time-out
+    completed, successes = jnp.zeros(levels, jnp.int32), jnp.zeros(levels, jnp.int32)
+    for t in range(steps):
+        completed, successes = sfl.tally(completed, successes, jnp.asarray(dones[t]), jnp.asarray(rewards[t]), counted)
+    scores, p = sfl.learnability(completed, successes, counted)
+    for level in range(levels):
+        total, wins = reference_outcomes(dones[:, level], rewards[:, level], counted)
+        assert int(completed[level]) == total and int(successes[level]) == wins
+        expected_p = wins / min(total, counted) if total else 0.0
+        assert float(p[level]) == pytest.approx(expected_p) and float(scores[level]) == pytest.approx(
+            expected_p * (1 - expected_p)
+        )
+    assert (np.asarray(completed) > counted).any() and (np.asarray(completed) == 0).any(), "both edge cases occur"
+
+
+class Forward:
+    """A stand-in policy that always moves forward."""
+
+    def apply(self, params, carry, obs, reset):
+        return carry, jnp.zeros((*reset.shape, 7)).at[..., 2].set(50.0), jnp.zeros(reset.shape)
+
+
+def test_scoring_a_scripted_policy_on_real_levels():
+    easy = level_from_text(">G..\n....\n....\n....")  # the goal one step ahead: every episode succeeds
+    walled = level_from_text(">#..\n#...\n...G\n....")  # boxed in: every episode times out
+    levels = jax.tree.map(lambda *x: jnp.stack(x), easy, walled)
+    scores, p = sfl.score_levels(
+        jax.random.key(0), Forward(), None, levels, EnvParams(max_steps=5), num_steps=30, counted=10, lstm=4
+    )
+    np.testing.assert_allclose(p, [1.0, 0.0])
+    np.testing.assert_allclose(scores, [0.0, 0.0])
+
+
+def test_the_buffer_is_exactly_the_top_k_and_the_batch_splits_by_the_fraction():
+    scores = jnp.array([0.1, 0.25, 0.0, 0.24, 0.09, 0.21])
+    levels = jax.vmap(sample_dr_level, (0, None, None, None))(jax.random.split(jax.random.key(1), 6), 5, 5, 3)
+    buffer, kept, p = sfl.most_learnable(scores, scores * 2, levels, 3)
+    np.testing.assert_array_equal(kept, scores[jnp.array([1, 3, 5])])
+    np.testing.assert_array_equal(buffer.wall_map, levels.wall_map[jnp.array([1, 3, 5])])
+    empty_buffer = jax.vmap(sample_dr_level, (0, None, None, None))(jax.random.split(jax.random.key(2), 3), 5, 5, 0)
+    sample = lambda key: sample_dr_level(key, 5, 5, 20)  # noqa: E731
+    config = with_flags(sfl.Config(), num_envs=8, buffer_fraction=0.25, buffer_size=3, score_batch_size=3)
+    mixed = sfl.mixed_levels(jax.random.key(3), sample, empty_buffer, 8 - config.buffer_envs, config.buffer_envs)
+    walls = np.asarray(mixed.wall_map.sum(axis=(1, 2)))
+    assert config.buffer_envs == 2 and (walls[-2:] == 0).all() and (walls[:-2] > 0).all()
+
+
+def test_scoring_memory_does_not_grow_with_its_length():
+    levels = jax.vmap(sample_dr_level, (0, None, None, None))(jax.random.split(jax.random.key(4), 4), 5, 5, 3)
+    network, params_shape = Forward(), None
+
+    def scan_of(num_steps: int):
+        def score():
+            return sfl.score_levels(jax.random.key(6), network, params_shape, levels, EnvParams(), num_steps, 10, 8)
+
+        scans = [eqn for eqn in jax.make_jaxpr(score)().eqns if eqn.primitive.name == "scan"]
+        (scan,) = [eqn for eqn in scans if eqn.params["length"] == num_steps]
+        return scan
+
+    short, long = scan_of(10), scan_of(1000)
+    assert len(long.outvars) == long.params["num_carry"], "nothing is stacked over steps: every output is carry"
+    assert [v.aval for v in short.outvars] == [v.aval for v in long.outvars], "the carry does not depend on length"
+
+
+def test_resume_across_a_refresh_is_exact(tmp_path):
+    straight = with_flags(sfl.Config(), **TINY, runs_dir=str(tmp_path), run_name="straight")
+    run_script(sfl, straight)
+    # Annealing ties the schedule to --total-updates, so the first half stops on env steps instead (2 updates).
+    run_script(sfl, with_flags(straight, run_name="split", total_env_steps=2 * straight.env_steps_per_update))
+    run_script(sfl, with_flags(straight, run_name="split", resume=True))
+    states = [newest_state(sfl, straight, tmp_path / name) for name in ("straight", "split")]
+    assert int(states[0].update[0]) == 8 and float(states[0].learnability.max()) > 0
+    assert_states_close(*states)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (dict(buffer_size=40), "--buffer-size \\(40\\) must not exceed the levels scored per refresh"),
+        (dict(buffer_fraction=1.5), "--buffer-fraction must be in \\[0, 1\\]"),
+        (dict(refresh_interval=3), "--refresh-interval \\(3\\) must be a multiple of --log-interval \\(2\\)"),
+    ],
+)
+def test_invalid_combinations_fail_in_one_line(flags, message):
+    with pytest.raises(ConfigError, match=message):
+        with_flags(sfl.Config(), **{**TINY, **flags})
+
+
+def test_cli_refuses_a_buffer_larger_than_the_scored_levels(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "algos/sfl.py", "--buffer-size", "30000", "--runs-dir", str(tmp_path)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and "--buffer-size (30000) must not exceed" in lines[0]
+    assert not list(tmp_path.iterdir())

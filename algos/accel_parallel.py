@@ -89,7 +89,7 @@ class PPO:
     lr: Annotated[float, POSITIVE] = 1e-4
     """Adam learning rate."""
     anneal_lr: bool = False
-    """Anneal the learning rate linearly to 0 over --total-updates (minimax's DR runs did not)."""
+    """Anneal the learning rate linearly to 0 over --total-student-updates, else --total-updates (minimax: off)."""
     adam_eps: Annotated[float, POSITIVE] = 1e-5
     """Adam epsilon."""
     gamma: Annotated[float, FRACTION] = 0.999
@@ -122,8 +122,10 @@ class Config:
     """Level buffer capacity per seed."""
     min_fill_ratio: Annotated[float, Range(0, 1, above=True)] = 0.5
     """Replay (and train) only once this fraction of the buffer is filled."""
-    score_function: Literal["max_mc", "pvl", "l1_value_loss"] = "max_mc"
-    """Level score: MaxMC (against the running max return), positive value loss, or L1 value loss."""
+    score_function: Literal["max_mc", "pvl", "l1_value_loss", "learnability"] = "max_mc"
+    """Level score: MaxMC, positive value loss, L1 value loss, or SFL's learnability p(1-p) of the rollout."""
+    maxmc_running_max: bool = True
+    """MaxMC's R_max: the highest return ever reached on a level (papers); off: its last rollout's best (minimax)."""
     prioritization: Literal["rank", "proportional"] = "rank"
     """Score prioritization of the replay distribution (rank suits MaxMC, which can be negative)."""
     temperature: Annotated[float, POSITIVE] = 0.3
@@ -140,8 +142,10 @@ class Config:
     """Environment: AMaze training levels."""
     ppo: Annotated[PPO, OmitArgPrefixes] = PPO()
     """PPO and the student network (docs/methods.md, Parallel ACCEL column)."""
-    run: Annotated[RunConfig, OmitArgPrefixes] = RunConfig(run_name="accel_parallel", screenshot_interval=100)
-    """Run: seeds, length, folder, logging and evaluation (common/config.py)."""
+    run: Annotated[RunConfig, OmitArgPrefixes] = RunConfig(
+        run_name="accel_parallel", total_updates=100_000, total_student_updates=30_000, screenshot_interval=100
+    )
+    """Run: seeds, length (the papers' 30,000 student updates), folder, logging and evaluation (common/config.py)."""
 
     def __post_init__(self):
         raise_first(range_problems(self))
@@ -214,14 +218,17 @@ class Conv3x3(nn.Module):
 
 # copied from algos/dr.py:ScannedLSTM
 class ScannedLSTM(nn.Module):
-    """An LSTM over the time axis whose carry is zeroed where the previous step ended an episode."""
+    """An LSTM over the time axis whose carry is zeroed where the previous step ended an episode. Input and
+    recurrent kernels start orthogonal, as minimax's (`models/common.py:ScannedRNN`)."""
 
     @functools.partial(nn.scan, variable_broadcast="params", in_axes=0, out_axes=0, split_rngs={"params": False})
     @nn.compact
     def __call__(self, carry, inputs):
         features, reset = inputs
         carry = jax.tree.map(lambda c: jnp.where(reset[:, None], 0.0, c), carry)
-        return nn.OptimizedLSTMCell(carry[0].shape[-1])(carry, features)
+        orthogonal = nn.initializers.orthogonal()
+        cell = nn.OptimizedLSTMCell(carry[0].shape[-1], kernel_init=orthogonal, recurrent_kernel_init=orthogonal)
+        return cell(carry, features)
 
 
 # copied from algos/dr.py:ActorCritic
@@ -235,15 +242,17 @@ class ActorCritic(nn.Module):
     def __call__(self, carry, obs: Observation, reset: jax.Array):  # obs leaves [T, B, ...], reset [T, B]
         image = Conv3x3(16)(obs.image)
         image = nn.relu(image).reshape(*image.shape[:-3], -1)  # [T, B, 144]
-        direction = nn.Embed(4, 5)(obs.agent_dir)  # [T, B, 5]
+        direction = nn.Embed(4, 5, embedding_init=nn.initializers.orthogonal())(obs.agent_dir)  # [T, B, 5]
         carry, hidden = ScannedLSTM()(carry, (jnp.concatenate([image, direction], -1), reset))
 
-        def head(outputs: int, scale: float):
+        def head(outputs: int, last_init):
             layer = nn.Dense(32, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(hidden)
-            return nn.Dense(outputs, kernel_init=nn.initializers.orthogonal(scale))(nn.tanh(layer))
+            return nn.Dense(outputs, kernel_init=last_init)(nn.tanh(layer))
 
-        # A small last policy layer makes the first policy near uniform (PPO implementation details).
-        return carry, head(self.num_actions, 0.01), head(1, 1.0)[..., 0]
+        # Initialisers as minimax's `GridWorldBasicModel`: the constant last policy layer makes the first
+        # policy uniform.
+        policy = head(self.num_actions, nn.initializers.constant(0.01))
+        return carry, policy, head(1, nn.initializers.orthogonal(1.0))[..., 0]
 
 
 # copied from algos/dr.py:initial_carry
@@ -262,6 +271,7 @@ class Transition(NamedTuple):  # leaves [num_steps, num_envs, ...]
     done: jax.Array
 
 
+# copied from algos/plr.py:RunnerState
 @struct.dataclass
 class RunnerState:
     train_state: TrainState
@@ -269,6 +279,7 @@ class RunnerState:
     rng: jax.Array
     rng_eval: jax.Array  # fixed per seed; evaluation keys are folded with the update so training never depends on them
     update: jax.Array  # int32[], updates done
+    student_updates: jax.Array  # int32[], student PPO updates done (what the papers budget)
 
 
 # copied from algos/dr.py:RolloutState
@@ -323,14 +334,14 @@ def compute_gae(transitions: Transition, last_value: jax.Array, gamma: float, ga
 # copied from algos/dr.py:ppo_loss
 def ppo_loss(params, network, carry, transitions: Transition, advantages, targets, settings: PPOSettings):
     """The clipped PPO objective on one minibatch: (loss, metrics). Advantages are normalised over the minibatch;
-    the value loss is clipped like the ratio (both as in minimax)."""
+    the value loss is clipped like the ratio (all as in minimax's `agents/ppo.py`)."""
     _, logits, value = network.apply(params, carry, transitions.obs, transitions.reset)
     log_probs = jax.nn.log_softmax(logits)
     log_prob = jnp.take_along_axis(log_probs, transitions.action[..., None], -1)[..., 0]
     entropy = -(jnp.exp(log_probs) * log_probs).sum(-1).mean()
     log_ratio = log_prob - transitions.log_prob
     ratio = jnp.exp(log_ratio)
-    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-5)  # minimax's epsilon
     clipped_ratio = jnp.clip(ratio, 1.0 - settings.clip_eps, 1.0 + settings.clip_eps)
     policy_loss = -jnp.minimum(ratio * advantages, clipped_ratio * advantages).mean()
     clipped_value = transitions.value + jnp.clip(value - transitions.value, -settings.clip_eps, settings.clip_eps)
@@ -398,24 +409,34 @@ def level_metrics(levels: Level, prefix: str) -> dict:
     }
 
 
-def level_scores(transitions: Transition, advantages: jax.Array, max_returns: jax.Array, score_function: str):
-    """Per env (= per level): (score, updated running max return) from its rollout. Inputs [T, B]."""
+# copied from algos/plr.py:level_scores
+def level_scores(
+    transitions: Transition, advantages: jax.Array, max_returns: jax.Array, score_function: str, running_max: bool
+):
+    """Per env (= per level): (score, the max return to store in its slot) from its rollout. Inputs [T, B];
+    `max_returns` are those stored in the levels' slots (0 for levels not in the buffer)."""
     per_env = lambda x: jnp.moveaxis(x, 0, 1)  # noqa: E731
     rewards, dones, values, advantages = map(
         per_env, (transitions.reward, transitions.done, transitions.value, advantages)
     )
     if score_function == "max_mc":
-        return jax.vmap(ued_scores.max_mc)(rewards, dones, values, max_returns)
+        return jax.vmap(functools.partial(ued_scores.max_mc, running_max=running_max))(
+            rewards, dones, values, max_returns
+        )
     _, best = jax.vmap(ued_scores.episode_returns)(rewards, dones)
-    running_max = jnp.where(dones.any(1), jnp.maximum(max_returns, best), max_returns)
+    stored = jnp.where(dones.any(1), jnp.maximum(max_returns, best) if running_max else best, max_returns)
+    if score_function == "learnability":
+        return jax.vmap(ued_scores.learnability)(rewards, dones), stored
     value_loss = ued_scores.positive_value_loss if score_function == "pvl" else ued_scores.l1_value_loss
-    return jax.vmap(value_loss)(advantages, dones), running_max
+    return jax.vmap(value_loss)(advantages, dones), stored
 
 
+# copied from algos/plr.py:select
 def select(condition: jax.Array, on_true, on_false):
     return jax.tree.map(lambda a, b: jnp.where(condition, a, b), on_true, on_false)
 
 
+# copied from algos/plr.py:buffer_metrics
 def buffer_metrics(buffer: level_buffer.LevelBuffer, settings: dict) -> dict:
     probs = level_buffer.replay_probabilities(buffer, **settings)
     filled = buffer.filled.sum()
@@ -451,8 +472,9 @@ def mutation_metrics(buffer: level_buffer.LevelBuffer) -> dict:
 
 # copied from algos/dr.py:make_optimizer
 def make_optimizer(config: Config):
-    ppo = config.ppo
-    steps = config.run.total_updates * ppo.num_epochs * ppo.num_minibatches
+    ppo, run = config.ppo, config.run
+    # The schedule spans the student updates of the run: optax counts only applied gradient steps.
+    steps = (run.total_student_updates or run.total_updates) * ppo.num_epochs * ppo.num_minibatches
     learning_rate = optax.linear_schedule(ppo.lr, 0.0, steps) if ppo.anneal_lr else ppo.lr
     return optax.chain(optax.clip_by_global_norm(ppo.max_grad_norm), optax.adam(learning_rate, eps=ppo.adam_eps))
 
@@ -477,7 +499,14 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
         )
         train_state = TrainState.create(apply_fn=network.apply, params=params, tx=make_optimizer(config))
         buffer = level_buffer.empty_buffer(jax.tree.map(lambda x: x[0], dummy_level), config.buffer_size)
-        return RunnerState(train_state=train_state, buffer=buffer, rng=rng, rng_eval=rng_eval, update=jnp.int32(0))
+        return RunnerState(
+            train_state=train_state,
+            buffer=buffer,
+            rng=rng,
+            rng_eval=rng_eval,
+            update=jnp.int32(0),
+            student_updates=jnp.int32(0),
+        )
 
     def init_seeds(rngs) -> RunnerState:
         # lax.map, not vmap: a batch of LAPACK QRs (the orthogonal initializer) can deadlock XLA's CPU
@@ -519,20 +548,20 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
         # ADVANTAGES
         _, _, last_value = network.apply(params, end.carry, add_time_axis(end.obs), end.reset[None])
         advantages, targets = compute_gae(transitions, last_value[0], ppo.gamma, ppo.gae_lambda)
-        # LEVEL SCORES -> BUFFER: replayed levels update their slots, then the other blocks compete for one
-        # (the replay block too while it stands in with fresh levels).
-        previous_max = (
-            jnp.zeros(num_blocks * num_envs).at[replay_envs].set(jnp.where(warm, buffer.max_returns[slots], 0.0))
+        # LEVEL SCORES -> BUFFER, one cycle of minimax's PLRManager over all blocks in their order: a cycle that
+        # does not replay ages every filled slot by a block of levels; a level equal to a filled slot (a replayed
+        # one, or a new copy) scores against that slot's max return and updates it, the others compete for a
+        # slot; envs that finished no episode are skipped.
+        cycle = select(warm, sampled_buffer, level_buffer.age_filled(buffer, num_envs))
+        matched, _ = level_buffer.match_levels(cycle, levels)
+        previous_max = jnp.where(matched >= 0, cycle.max_returns[matched], 0.0)
+        scores, max_returns = level_scores(
+            transitions, advantages, previous_max, config.score_function, config.maxmc_running_max
         )
-        scores, max_returns = level_scores(transitions, advantages, previous_max, config.score_function)
-        replayed_buffer = level_buffer.update_slots(
-            sampled_buffer, slots, scores[replay_envs], max_returns[replay_envs]
-        )
-        buffer = select(warm, replayed_buffer, buffer)
-        inserting = jnp.ones(num_blocks * num_envs, bool).at[replay_envs].set(~warm)
         generations = jnp.zeros(num_blocks * num_envs, jnp.int32).at[mutant_envs].set(parent_generations + 1)
+        finished = transitions.done.any(0)  # envs that completed an episode
         buffer, _ = level_buffer.insert_many(
-            buffer, levels, scores, max_returns, generations, **settings, active=inserting
+            cycle, levels, scores, max_returns, generations, **settings, active=finished
         )
         # PPO UPDATE: only on the replay block, once the buffer is warm. At one seed the other branch is
         # skipped; vmapped over seeds, lax.cond computes both and selects.
@@ -568,7 +597,13 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
             "buffer/level_score": scores.mean(),
             "health/finite": finite,
         }
-        runner = runner.replace(train_state=train_state, buffer=buffer, rng=rng, update=runner.update + 1)
+        runner = runner.replace(
+            train_state=train_state,
+            buffer=buffer,
+            rng=rng,
+            update=runner.update + 1,
+            student_updates=runner.student_updates + warm,
+        )
         return runner, metrics
 
     def step_chunk(runner: RunnerState):

@@ -6,8 +6,8 @@ Every update resets all envs to fresh 60-wall levels, rolls out 256 steps with a
 levels, and takes one PPO update (5 epochs of full-rollout BPTT).
 
 This file is the template the other algos/ scripts copy; their docstrings say "diff against: algos/dr.py".
-Deviation from minimax, on purpose: the LSTM carry starts at zero with each update's fresh levels
-(minimax carries the previous rollout's memory into them).
+Deviation from minimax, on purpose: the LSTM carry starts at zero with each update's fresh levels;
+`--carry-across-updates` carries the previous rollout's memory into them, as minimax does.
 
     python algos/dr.py --num-seeds 2 --run-name dr_demo
 """
@@ -80,7 +80,7 @@ class PPO:
     lr: Annotated[float, POSITIVE] = 1e-4
     """Adam learning rate."""
     anneal_lr: bool = False
-    """Anneal the learning rate linearly to 0 over --total-updates (minimax's DR runs did not)."""
+    """Anneal the learning rate linearly to 0 over --total-student-updates, else --total-updates (minimax: off)."""
     adam_eps: Annotated[float, POSITIVE] = 1e-5
     """Adam epsilon."""
     gamma: Annotated[float, FRACTION] = 0.995
@@ -109,6 +109,8 @@ class PPO:
 
 @dataclass(frozen=True)
 class Config:
+    carry_across_updates: bool = False
+    """Start each update's fresh levels with the LSTM carry the last rollout ended with (minimax); off: zero."""
     env: Annotated[Environment, OmitArgPrefixes] = Environment()
     """Environment: AMaze training levels."""
     ppo: Annotated[PPO, OmitArgPrefixes] = PPO()
@@ -165,14 +167,17 @@ class Conv3x3(nn.Module):
 
 
 class ScannedLSTM(nn.Module):
-    """An LSTM over the time axis whose carry is zeroed where the previous step ended an episode."""
+    """An LSTM over the time axis whose carry is zeroed where the previous step ended an episode. Input and
+    recurrent kernels start orthogonal, as minimax's (`models/common.py:ScannedRNN`)."""
 
     @functools.partial(nn.scan, variable_broadcast="params", in_axes=0, out_axes=0, split_rngs={"params": False})
     @nn.compact
     def __call__(self, carry, inputs):
         features, reset = inputs
         carry = jax.tree.map(lambda c: jnp.where(reset[:, None], 0.0, c), carry)
-        return nn.OptimizedLSTMCell(carry[0].shape[-1])(carry, features)
+        orthogonal = nn.initializers.orthogonal()
+        cell = nn.OptimizedLSTMCell(carry[0].shape[-1], kernel_init=orthogonal, recurrent_kernel_init=orthogonal)
+        return cell(carry, features)
 
 
 class ActorCritic(nn.Module):
@@ -185,15 +190,17 @@ class ActorCritic(nn.Module):
     def __call__(self, carry, obs: Observation, reset: jax.Array):  # obs leaves [T, B, ...], reset [T, B]
         image = Conv3x3(16)(obs.image)
         image = nn.relu(image).reshape(*image.shape[:-3], -1)  # [T, B, 144]
-        direction = nn.Embed(4, 5)(obs.agent_dir)  # [T, B, 5]
+        direction = nn.Embed(4, 5, embedding_init=nn.initializers.orthogonal())(obs.agent_dir)  # [T, B, 5]
         carry, hidden = ScannedLSTM()(carry, (jnp.concatenate([image, direction], -1), reset))
 
-        def head(outputs: int, scale: float):
+        def head(outputs: int, last_init):
             layer = nn.Dense(32, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(hidden)
-            return nn.Dense(outputs, kernel_init=nn.initializers.orthogonal(scale))(nn.tanh(layer))
+            return nn.Dense(outputs, kernel_init=last_init)(nn.tanh(layer))
 
-        # A small last policy layer makes the first policy near uniform (PPO implementation details).
-        return carry, head(self.num_actions, 0.01), head(1, 1.0)[..., 0]
+        # Initialisers as minimax's `GridWorldBasicModel`: the constant last policy layer makes the first
+        # policy uniform.
+        policy = head(self.num_actions, nn.initializers.constant(0.01))
+        return carry, policy, head(1, nn.initializers.orthogonal(1.0))[..., 0]
 
 
 def initial_carry(batch_size: int, lstm_size: int) -> tuple[jax.Array, jax.Array]:
@@ -216,6 +223,8 @@ class RunnerState:
     rng: jax.Array
     rng_eval: jax.Array  # fixed per seed; evaluation keys are folded with the update so training never depends on them
     update: jax.Array  # int32[], PPO updates done
+    student_updates: jax.Array  # int32[], student PPO updates done (what the papers budget)
+    carry: tuple[jax.Array, jax.Array] | None = None  # the last rollout's final LSTM carry, with --carry-across-updates
 
 
 class RolloutState(NamedTuple):  # leaves [num_envs, ...]
@@ -265,14 +274,14 @@ def compute_gae(transitions: Transition, last_value: jax.Array, gamma: float, ga
 
 def ppo_loss(params, network, carry, transitions: Transition, advantages, targets, settings: PPOSettings):
     """The clipped PPO objective on one minibatch: (loss, metrics). Advantages are normalised over the minibatch;
-    the value loss is clipped like the ratio (both as in minimax)."""
+    the value loss is clipped like the ratio (all as in minimax's `agents/ppo.py`)."""
     _, logits, value = network.apply(params, carry, transitions.obs, transitions.reset)
     log_probs = jax.nn.log_softmax(logits)
     log_prob = jnp.take_along_axis(log_probs, transitions.action[..., None], -1)[..., 0]
     entropy = -(jnp.exp(log_probs) * log_probs).sum(-1).mean()
     log_ratio = log_prob - transitions.log_prob
     ratio = jnp.exp(log_ratio)
-    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-5)  # minimax's epsilon
     clipped_ratio = jnp.clip(ratio, 1.0 - settings.clip_eps, 1.0 + settings.clip_eps)
     policy_loss = -jnp.minimum(ratio * advantages, clipped_ratio * advantages).mean()
     clipped_value = transitions.value + jnp.clip(value - transitions.value, -settings.clip_eps, settings.clip_eps)
@@ -338,8 +347,9 @@ def level_metrics(levels: Level, prefix: str) -> dict:
 
 
 def make_optimizer(config: Config):
-    ppo = config.ppo
-    steps = config.run.total_updates * ppo.num_epochs * ppo.num_minibatches
+    ppo, run = config.ppo, config.run
+    # The schedule spans the student updates of the run: optax counts only applied gradient steps.
+    steps = (run.total_student_updates or run.total_updates) * ppo.num_epochs * ppo.num_minibatches
     learning_rate = optax.linear_schedule(ppo.lr, 0.0, steps) if ppo.anneal_lr else ppo.lr
     return optax.chain(optax.clip_by_global_norm(ppo.max_grad_norm), optax.adam(learning_rate, eps=ppo.adam_eps))
 
@@ -361,7 +371,15 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
             rng_params, initial_carry(1, ppo.lstm_size), add_time_axis(dummy_obs), jnp.zeros((1, 1), bool)
         )
         train_state = TrainState.create(apply_fn=network.apply, params=params, tx=make_optimizer(config))
-        return RunnerState(train_state=train_state, rng=rng, rng_eval=rng_eval, update=jnp.int32(0))
+        carry = initial_carry(ppo.num_envs, ppo.lstm_size) if config.carry_across_updates else None
+        return RunnerState(
+            train_state=train_state,
+            rng=rng,
+            rng_eval=rng_eval,
+            update=jnp.int32(0),
+            student_updates=jnp.int32(0),
+            carry=carry,
+        )
 
     def init_seeds(rngs) -> RunnerState:
         # lax.map, not vmap: a batch of LAPACK QRs (the orthogonal initializer) can deadlock XLA's CPU
@@ -374,9 +392,10 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
         # CURRICULUM: DR has no teacher; every update starts all envs on fresh random levels.
         levels = jax.vmap(sample_level)(jax.random.split(rng_levels, ppo.num_envs))
         obs, env_state = reset_env(rng_levels, levels, env_params)
-        carry = initial_carry(ppo.num_envs, ppo.lstm_size)
+        carry = runner.carry if config.carry_across_updates else initial_carry(ppo.num_envs, ppo.lstm_size)
         # ROLLOUT
-        start = placement.split_envs(RolloutState(obs, env_state, carry, reset=jnp.ones(ppo.num_envs, bool)))
+        reset = jnp.full(ppo.num_envs, not config.carry_across_updates)
+        start = placement.split_envs(RolloutState(obs, env_state, carry, reset=reset))
         transitions, end = rollout(rng_rollout, network, params, start, step_env, ppo.num_steps)
         # ADVANTAGES
         _, _, last_value = network.apply(params, end.carry, add_time_axis(end.obs), end.reset[None])
@@ -394,7 +413,11 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
             **ppo_metrics,
             "health/finite": finite,
         }
-        runner = runner.replace(train_state=train_state, rng=rng, update=runner.update + 1)
+        runner = runner.replace(
+            train_state=train_state, rng=rng, update=runner.update + 1, student_updates=runner.student_updates + 1
+        )
+        if config.carry_across_updates:
+            runner = runner.replace(carry=end.carry)
         return runner, metrics
 
     def step_chunk(runner: RunnerState):

@@ -90,7 +90,7 @@ class PPO:
     lr: Annotated[float, POSITIVE] = 1e-4
     """Adam learning rate."""
     anneal_lr: bool = False
-    """Anneal the learning rate linearly to 0 over --total-updates (minimax's DR runs did not)."""
+    """Anneal the learning rate linearly to 0 over --total-student-updates, else --total-updates (minimax: off)."""
     adam_eps: Annotated[float, POSITIVE] = 1e-5
     """Adam epsilon."""
     gamma: Annotated[float, FRACTION] = 0.995
@@ -221,14 +221,17 @@ class Conv3x3(nn.Module):
 
 # copied from algos/dr.py:ScannedLSTM
 class ScannedLSTM(nn.Module):
-    """An LSTM over the time axis whose carry is zeroed where the previous step ended an episode."""
+    """An LSTM over the time axis whose carry is zeroed where the previous step ended an episode. Input and
+    recurrent kernels start orthogonal, as minimax's (`models/common.py:ScannedRNN`)."""
 
     @functools.partial(nn.scan, variable_broadcast="params", in_axes=0, out_axes=0, split_rngs={"params": False})
     @nn.compact
     def __call__(self, carry, inputs):
         features, reset = inputs
         carry = jax.tree.map(lambda c: jnp.where(reset[:, None], 0.0, c), carry)
-        return nn.OptimizedLSTMCell(carry[0].shape[-1])(carry, features)
+        orthogonal = nn.initializers.orthogonal()
+        cell = nn.OptimizedLSTMCell(carry[0].shape[-1], kernel_init=orthogonal, recurrent_kernel_init=orthogonal)
+        return cell(carry, features)
 
 
 # copied from algos/dr.py:ActorCritic
@@ -242,15 +245,17 @@ class ActorCritic(nn.Module):
     def __call__(self, carry, obs: Observation, reset: jax.Array):  # obs leaves [T, B, ...], reset [T, B]
         image = Conv3x3(16)(obs.image)
         image = nn.relu(image).reshape(*image.shape[:-3], -1)  # [T, B, 144]
-        direction = nn.Embed(4, 5)(obs.agent_dir)  # [T, B, 5]
+        direction = nn.Embed(4, 5, embedding_init=nn.initializers.orthogonal())(obs.agent_dir)  # [T, B, 5]
         carry, hidden = ScannedLSTM()(carry, (jnp.concatenate([image, direction], -1), reset))
 
-        def head(outputs: int, scale: float):
+        def head(outputs: int, last_init):
             layer = nn.Dense(32, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(hidden)
-            return nn.Dense(outputs, kernel_init=nn.initializers.orthogonal(scale))(nn.tanh(layer))
+            return nn.Dense(outputs, kernel_init=last_init)(nn.tanh(layer))
 
-        # A small last policy layer makes the first policy near uniform (PPO implementation details).
-        return carry, head(self.num_actions, 0.01), head(1, 1.0)[..., 0]
+        # Initialisers as minimax's `GridWorldBasicModel`: the constant last policy layer makes the first
+        # policy uniform.
+        policy = head(self.num_actions, nn.initializers.constant(0.01))
+        return carry, policy, head(1, nn.initializers.orthogonal(1.0))[..., 0]
 
 
 class HoistedLSTM(nn.Module):
@@ -329,6 +334,7 @@ class RunnerState:
     rng: jax.Array
     rng_eval: jax.Array  # fixed per seed; evaluation keys are folded with the update so training never depends on them
     update: jax.Array  # int32[], updates done
+    student_updates: jax.Array  # int32[], student PPO updates done (what the papers budget)
 
 
 # copied from algos/dr.py:RolloutState
@@ -383,14 +389,14 @@ def compute_gae(transitions: Transition, last_value: jax.Array, gamma: float, ga
 # copied from algos/dr.py:ppo_loss
 def ppo_loss(params, network, carry, transitions: Transition, advantages, targets, settings: PPOSettings):
     """The clipped PPO objective on one minibatch: (loss, metrics). Advantages are normalised over the minibatch;
-    the value loss is clipped like the ratio (both as in minimax)."""
+    the value loss is clipped like the ratio (all as in minimax's `agents/ppo.py`)."""
     _, logits, value = network.apply(params, carry, transitions.obs, transitions.reset)
     log_probs = jax.nn.log_softmax(logits)
     log_prob = jnp.take_along_axis(log_probs, transitions.action[..., None], -1)[..., 0]
     entropy = -(jnp.exp(log_probs) * log_probs).sum(-1).mean()
     log_ratio = log_prob - transitions.log_prob
     ratio = jnp.exp(log_ratio)
-    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-5)  # minimax's epsilon
     clipped_ratio = jnp.clip(ratio, 1.0 - settings.clip_eps, 1.0 + settings.clip_eps)
     policy_loss = -jnp.minimum(ratio * advantages, clipped_ratio * advantages).mean()
     clipped_value = transitions.value + jnp.clip(value - transitions.value, -settings.clip_eps, settings.clip_eps)
@@ -477,8 +483,9 @@ def level_metrics(levels: Level, prefix: str) -> dict:
 
 
 def make_optimizer(lr: float, anneal: bool, config: Config):
-    ppo = config.ppo
-    steps = config.run.total_updates * ppo.num_epochs * ppo.num_minibatches
+    ppo, run = config.ppo, config.run
+    # The schedule spans the student updates of the run: optax counts only applied gradient steps.
+    steps = (run.total_student_updates or run.total_updates) * ppo.num_epochs * ppo.num_minibatches
     learning_rate = optax.linear_schedule(lr, 0.0, steps) if anneal else lr
     return optax.chain(optax.clip_by_global_norm(ppo.max_grad_norm), optax.adam(learning_rate, eps=ppo.adam_eps))
 
@@ -527,6 +534,7 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
             rng=rng,
             rng_eval=rng_eval,
             update=jnp.int32(0),
+            student_updates=jnp.int32(0),
         )
 
     def init_seeds(rngs) -> RunnerState:
@@ -612,7 +620,13 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
             **level_metrics(levels, "level"),
             "health/finite": finite,
         }
-        runner = runner.replace(students=students, teacher=teacher_state, rng=rng, update=runner.update + 1)
+        runner = runner.replace(
+            students=students,
+            teacher=teacher_state,
+            rng=rng,
+            update=runner.update + 1,
+            student_updates=runner.student_updates + 1,
+        )
         return runner, metrics
 
     def step_chunk(runner: RunnerState):

@@ -134,7 +134,12 @@ def replay_phases(module, config, args: Args, buffer: level_buffer.LevelBuffer, 
     )
 
     def scores(total, rng):
-        return touch(total, module.level_scores(transitions, advantages + total, zeros, config.score_function))
+        return touch(
+            total,
+            module.level_scores(
+                transitions, advantages + total, zeros, config.score_function, config.maxmc_running_max
+            ),
+        )
 
     def sample(buffer, rng):
         return level_buffer.sample_replay(rng, buffer, args.num_envs, **settings)[0]

@@ -93,6 +93,8 @@ class RunConfig:
     """Delete an existing run folder of the same name and start over."""
     total_updates: Annotated[int, NON_NEGATIVE] = 30_000
     """Stop after this many updates (what an update is: the script's docstring)."""
+    total_student_updates: Annotated[int | None, AT_LEAST_ONE, arg(help_behavior_hint="(default: no limit)")] = None
+    """Also stop once every seed has taken this many student PPO updates (the papers' budget, minimax's)."""
     total_env_steps: Annotated[int | None, AT_LEAST_ONE, arg(help_behavior_hint="(default: no limit)")] = None
     """Also stop once each seed has taken this many env steps."""
     train_seconds: Annotated[float | None, POSITIVE, arg(help_behavior_hint="(default: no limit)")] = None
@@ -238,7 +240,7 @@ def resumable_fields(saved: dict) -> set[str]:
     the run length, which then stays as started."""
     names = {field for field in _groups(RunConfig())} - set(FIXED_RUN_FIELDS)
     if any(value is True for name, value in saved.items() if name.endswith("anneal_lr")):
-        names.discard("total_updates")
+        names -= {"total_updates", "total_student_updates"}
     return names
 
 

@@ -4,8 +4,9 @@ A script ends with `driver.main(Config, make_train, __doc__, __file__, HEADLINE_
 prepares the run folder (new, --resume or --overwrite), restores the newest checkpoint, compiles one
 chunk of `--log-interval` updates, and repeats: step a chunk, check that losses and parameters are finite,
 write logs.csv / wandb / the progress line, evaluate and take pictures when due, checkpoint, and stop on
---total-updates, --total-env-steps, --train-seconds, Ctrl+C or SIGTERM. In a multi-host run every process
-runs the same computations, process 0's stop decisions are broadcast, and only process 0 writes files.
+--total-updates, --total-student-updates, --total-env-steps, --train-seconds, Ctrl+C or SIGTERM. In a
+multi-host run every process runs the same computations, process 0's stop decisions are broadcast, and
+only process 0 writes files.
 
 `whole_run` is the same schedule as one pure function, for `BatchedOverSeeds.train`.
 """
@@ -138,8 +139,10 @@ def train(config, make_train: Callable, script: str, headline: tuple[str, ...], 
         log = RunLog(config, run_dir, metric_keys + eval_keys, update, headline, previous_log) if writer else None
         saved_update = update if settings.resume else None
         started = time.perf_counter()
+        student_updates = placement.to_host(runner.student_updates)
         while True:
-            reason = stop_reason(settings, update, update * config.env_steps_per_update, time.perf_counter() - started)
+            elapsed, env_steps = time.perf_counter() - started, update * config.env_steps_per_update
+            reason = stop_reason(settings, update, env_steps, elapsed, int(student_updates.min()))
             if stop_signal.requested:
                 reason = f"stopped by {stop_signal.requested}"
             # Every process must run the same computations, so process 0's stop decisions are broadcast.
@@ -158,8 +161,10 @@ def train(config, make_train: Callable, script: str, headline: tuple[str, ...], 
                     f"last good checkpoint: {checkpoints.newest() or 'none'}"
                 )
             runner, update = next_runner, update + settings.log_interval
+            student_updates = placement.to_host(runner.student_updates)
             wall_time = wall_offset + time.perf_counter() - started
-            rows = chunk_rows(metrics, update, update * config.env_steps_per_update, wall_time, env_steps_per_s)
+            env_steps = update * config.env_steps_per_update
+            rows = chunk_rows(metrics, update, env_steps, wall_time, env_steps_per_s, student_updates)
             if settings.eval_interval and update % settings.eval_interval == 0:
                 eval_metrics = placement.to_host(evaluate(runner))
                 for seed, row in enumerate(rows):

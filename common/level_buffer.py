@@ -1,11 +1,34 @@
-"""The PLR level buffer as a struct and pure functions (../shared/UED.md), jittable and vmappable over seeds.
+"""The PLR level buffer as a struct and pure functions (docs/methods.md#plr-level-buffer), jittable and vmappable.
 
-Slots hold a level, its score, the running maximum return achieved on it, its age (staleness: draws since
-it was last replayed), a filled flag and its number of mutation generations. Replay probabilities are
+Slots hold a level, its score, the highest return achieved on it (MaxMC), its age (staleness), a filled
+flag and its number of mutation generations. Replay probabilities are
     P = (1 - staleness_coef) * P_score + staleness_coef * P_staleness
 over filled slots, with P_score by rank (the k-th highest score gets (1/k)^(1/temperature)) or
-proportional (max(score, 0)^(1/temperature)), and P_staleness = age / sum(age); a distribution with no
-mass is uniform over filled slots.
+proportional (max(score, 0)^(1/temperature)), and P_staleness = age / sum(age).
+
+The bookkeeping is minimax-lib 0.2.0's `PLRManager` with `force_unique` (`minimax/util/rl/plr.py`), cycle for
+cycle (tests/test_level_buffer.py replays a recorded sequence of its cycles, tests/fixtures/minimax_plr_buffer.npz):
+- Ages. A cycle that replays draws its levels one after another (`sample_replay`): after each draw every
+  filled slot ages by 1 and the drawn one restarts at 0. A cycle that plays new levels ages every filled
+  slot by the number of levels played (`age_filled`), before its levels compete for slots. Ages count
+  levels played since a slot was last replayed, as the papers' staleness counts episodes.
+- Scores. A level is scored only where its rollout finished an episode; the others are skipped
+  (`active`). A replayed level's slot takes the new score and max return (`update_slots`).
+- Insertion (`insert_many`, `insert`). Each new level is first matched against the buffer as it was
+  before the batch (`match_levels`, walls, goal and start position); a level equal to an earlier one of
+  the same batch is skipped, and one equal to a filled slot updates that slot's score and max return
+  instead of being inserted. Others take the first empty slot, or, when the buffer is full, the slot
+  with the lowest replay probability if their score is at least that slot's; a level written over an
+  evicted slot keeps that slot's age (pass `reset_age_on_insert=True` to start it at 0, as the original
+  PLR code's insertion did).
+- When no filled slot has an age above 0, P_staleness falls back to P_score (minimax).
+
+Deviations kept on purpose (minimax's behaviour is a bug or degenerate there): a score distribution with
+no mass (proportional, no positive score) is uniform over filled slots, where minimax's is all zeros;
+proportional weights clamp negative scores at 0 and ignore empty slots, where minimax's raise a negative
+score to a fractional power (NaN) and multiply the empty slots' -inf scores by 0 (NaN, which makes its
+score distribution while the buffer is not full the unnormalised indicator of filled slots); batches of
+one or two levels are deduplicated like larger ones (minimax skips deduplication below three).
 """
 
 from typing import Literal
@@ -24,8 +47,8 @@ Prioritization = Literal["rank", "proportional"]
 class LevelBuffer:
     levels: Level  # leaves [capacity, ...]
     scores: jax.Array  # float32[capacity]
-    max_returns: jax.Array  # float32[capacity], running maximum return achieved on the level
-    ages: jax.Array  # int32[capacity], draws since the slot was last replayed
+    max_returns: jax.Array  # float32[capacity], highest return achieved on the level (MaxMC)
+    ages: jax.Array  # int32[capacity], levels played since the slot was last replayed (staleness)
     filled: jax.Array  # bool[capacity]
     mutations: jax.Array  # int32[capacity], mutation generations (0 for generated levels)
 
@@ -69,13 +92,24 @@ def replay_probabilities(
 ) -> jax.Array:
     """float32[capacity]: P over filled slots (zeros while the buffer is empty)."""
     weights = score_weights(buffer.scores, buffer.filled, temperature, prioritization)
-    # Where a distribution has no mass (all ages 0; proportional with no positive score) it is uniform
-    # over filled slots rather than undefined.
+    # A score distribution with no mass (proportional with no positive score) is uniform over filled slots
+    # rather than undefined; with no stale slot the staleness term is the score distribution (minimax).
     uniform = buffer.filled / jnp.maximum(buffer.filled.sum(), 1)
     score_probs = jnp.where(weights.sum() > 0, weights / jnp.maximum(weights.sum(), 1e-12), uniform)
     ages = jnp.where(buffer.filled, buffer.ages, 0).astype(jnp.float32)
-    staleness_probs = jnp.where(ages.sum() > 0, ages / jnp.maximum(ages.sum(), 1e-12), uniform)
+    staleness_probs = jnp.where(ages.sum() > 0, ages / jnp.maximum(ages.sum(), 1e-12), score_probs)
     return (1.0 - staleness_coef) * score_probs + staleness_coef * staleness_probs
+
+
+def record_draw(buffer: LevelBuffer, index: jax.Array) -> LevelBuffer:
+    """After one replay draw: every filled slot ages by 1 and the drawn slot restarts at 0."""
+    return buffer.replace(ages=jnp.where(buffer.filled, buffer.ages + 1, 0).at[index].set(0))
+
+
+def age_filled(buffer: LevelBuffer, num_levels: int | jax.Array) -> LevelBuffer:
+    """A cycle that plays `num_levels` new levels instead of replaying: every filled slot ages by that many
+    (minimax's `PLRManager.sample` on a non-replay cycle). Call it before inserting that cycle's levels."""
+    return buffer.replace(ages=jnp.where(buffer.filled, buffer.ages + num_levels, 0))
 
 
 def sample_replay(
@@ -86,67 +120,67 @@ def sample_replay(
     staleness_coef: float,
     prioritization: Prioritization,
 ) -> tuple[LevelBuffer, jax.Array]:
-    """Draw `num_levels` slots one after another; after each draw every filled slot ages by 1 and the drawn
-    slot's age resets to 0. Returns (the aged buffer, slot indices [num_levels])."""
+    """Draw `num_levels` slots one after another, each from the replay distribution of the buffer as the
+    previous draws left it (`record_draw`). Returns (the aged buffer, slot indices [num_levels]). The keys
+    are minimax's (`rng, *keys = split(rng, num_levels + 1)`), so the same key draws the same slots."""
 
     def draw(buffer: LevelBuffer, rng_draw):
         probs = replay_probabilities(buffer, temperature, staleness_coef, prioritization)
         index = jax.random.choice(rng_draw, buffer.capacity, p=probs)
-        ages = jnp.where(buffer.filled, buffer.ages + 1, 0).at[index].set(0)
-        return buffer.replace(ages=ages), index
+        return record_draw(buffer, index), index
 
-    return jax.lax.scan(draw, buffer, jax.random.split(rng, num_levels))
+    return jax.lax.scan(draw, buffer, jax.random.split(rng, num_levels + 1)[1:])
 
 
 def find_level(buffer: LevelBuffer, level: Level) -> tuple[jax.Array, jax.Array]:
-    """(found, slot index) of a filled slot holding an equal level (walls, goal and agent position)."""
+    """(found, slot index) of the first filled slot holding an equal level (walls, goal and agent position)."""
     equal = jax.vmap(levels_equal, (0, None))(buffer.levels, level) & buffer.filled
     return equal.any(), jnp.argmax(equal)
 
 
-def update_slots(buffer: LevelBuffer, indices: jax.Array, scores: jax.Array, max_returns: jax.Array) -> LevelBuffer:
-    """Replayed levels update their own slots: the new score and the running maximum return."""
-    return buffer.replace(
-        scores=buffer.scores.at[indices].set(scores),
-        max_returns=buffer.max_returns.at[indices].max(max_returns),
-    )
+def match_levels(buffer: LevelBuffer, levels: Level) -> tuple[jax.Array, jax.Array]:
+    """For a batch of levels: (int32[n] the first filled slot holding an equal level, or -1; bool[n] equal to
+    an earlier level of the batch). minimax's `dedupe_levels`, against the buffer before the batch."""
+    found, index = jax.lax.map(lambda level: find_level(buffer, level), levels)
+    same = jax.vmap(jax.vmap(levels_equal, (0, None)), (None, 0))(levels, levels)  # [n, n]
+    count = found.shape[0]
+    earlier = jnp.arange(count)[None, :] < jnp.arange(count)[:, None]
+    return jnp.where(found, index, -1).astype(jnp.int32), (same & earlier).any(1)
 
 
-def insert(
+def first_occurrences(indices: jax.Array) -> jax.Array:
+    """bool[n]: no earlier entry has the same index."""
+    count = indices.shape[0]
+    earlier = jnp.arange(count)[None, :] < jnp.arange(count)[:, None]
+    return ~((indices[:, None] == indices[None, :]) & earlier).any(1)
+
+
+def update_slots(
     buffer: LevelBuffer,
-    level: Level,
-    score: jax.Array,
-    max_return: jax.Array,
-    mutations: jax.Array,
-    temperature: float,
-    staleness_coef: float,
-    prioritization: Prioritization,
-) -> tuple[LevelBuffer, jax.Array]:
-    """Insert one new level. A duplicate of a filled slot updates that slot instead; otherwise the level
-    takes an empty slot, or, when full, replaces the slot with the lowest replay probability if its
-    score is at least that slot's. Returns (buffer, the slot written or -1 when rejected)."""
-    duplicate, duplicate_index = find_level(buffer, level)
-    probs = replay_probabilities(buffer, temperature, staleness_coef, prioritization)
-    has_empty = ~buffer.filled.all()
-    weakest = jnp.argmin(jnp.where(buffer.filled, probs, jnp.inf))
-    target = jnp.where(has_empty, jnp.argmin(buffer.filled), weakest)
-    accepted = has_empty | (score >= buffer.scores[weakest])
+    indices: jax.Array,
+    scores: jax.Array,
+    max_returns: jax.Array,
+    active: jax.Array | None = None,
+) -> LevelBuffer:
+    """Replayed levels update their own slots: the new score and max return (what the scorer returns to
+    store, `common/ued_scores.py`). Only active entries count (pass whether each rollout finished an
+    episode), and of entries naming the same slot only the first, whether active or not (minimax
+    deduplicates a replay batch too)."""
+    keep = first_occurrences(indices)
+    if active is not None:
+        keep = keep & active
+    target = jnp.where(keep, indices, buffer.capacity)  # out of range: dropped
+    return buffer.replace(
+        scores=buffer.scores.at[target].set(scores, mode="drop"),
+        max_returns=buffer.max_returns.at[target].set(max_returns, mode="drop"),
+    )
 
-    updated = update_slots(buffer, duplicate_index[None], score[None], max_return[None])
-    written = LevelBuffer(
-        levels=jax.tree.map(lambda slots, new: slots.at[target].set(new), buffer.levels, level),
-        scores=buffer.scores.at[target].set(score),
-        max_returns=buffer.max_returns.at[target].set(max_return),
-        ages=buffer.ages.at[target].set(0),
-        filled=buffer.filled.at[target].set(True),
-        mutations=buffer.mutations.at[target].set(mutations),
-    )
-    rejected = buffer
-    result = jax.tree.map(
-        lambda dup, new, old: jnp.where(duplicate, dup, jnp.where(accepted, new, old)), updated, written, rejected
-    )
-    slot = jnp.where(duplicate, duplicate_index, jnp.where(accepted, target, -1))
-    return result, slot
+
+def next_slot(buffer: LevelBuffer, temperature: float, staleness_coef: float, prioritization: Prioritization):
+    """The slot a new level would take: the first empty one, else the filled one least likely to be replayed."""
+    probs = replay_probabilities(buffer, temperature, staleness_coef, prioritization)
+    weakest = jnp.argmin(jnp.where(buffer.filled, probs, jnp.inf))
+    return jnp.where(buffer.filled.all(), weakest, jnp.argmin(buffer.filled))
 
 
 def insert_many(
@@ -159,18 +193,67 @@ def insert_many(
     staleness_coef: float,
     prioritization: Prioritization,
     active: jax.Array | None = None,
+    reset_age_on_insert: bool = False,
 ) -> tuple[LevelBuffer, jax.Array]:
-    """`insert` for a batch, one level after another (each sees the buffer the previous one left). Levels
-    whose `active` entry is False are skipped (slot -1), so a fixed-size batch can insert a varying subset."""
+    """Offer a batch of new levels to the buffer, one after another (minimax's `PLRManager.update` after
+    `dedupe_levels`). Inactive levels (no finished episode) and repeats of an earlier level of the batch are
+    skipped; a level equal to a filled slot (in the buffer before the batch) updates that slot's score and
+    max return; any other takes `next_slot` if that slot is empty or its score is at most the level's.
+    A level written over an evicted slot keeps that slot's age unless `reset_age_on_insert`. A replay batch
+    can go through it too (each replayed level matches its own slot and updates it, the first copy of a
+    slot drawn twice counting), which is how minimax updates both kinds of cycle with one call.
+    Returns (buffer, int32[n] the slot each level wrote or updated, -1 where none)."""
     if active is None:
         active = jnp.ones(scores.shape[0], bool)
+    matched, repeated = match_levels(buffer, levels)
+    counts = active & ~repeated
+    settings = (temperature, staleness_coef, prioritization)
 
-    def one(buffer, new):
-        level, score, max_return, generation, is_active = new
-        inserted, slot = insert(
-            buffer, level, score, max_return, generation, temperature, staleness_coef, prioritization
+    def one(carry, new):
+        buffer, written = carry  # written: bool[capacity], slots a level of this batch was written to
+        level, score, max_return, generation, match, counts = new
+        is_new = match < 0
+        target = jnp.where(is_new, next_slot(buffer, *settings), match)
+        update = counts & ~is_new & ~written[target]
+        # minimax's edge case: a copy of a slot that an earlier level of this batch evicted competes for it.
+        write = counts & (~buffer.filled[target] | (score >= buffer.scores[target])) & ~update
+        touched = update | write
+        age = jnp.where(reset_age_on_insert, 0, buffer.ages[target])
+        buffer = LevelBuffer(
+            levels=jax.tree.map(
+                lambda slots, new: slots.at[target].set(jnp.where(write, new, slots[target])), buffer.levels, level
+            ),
+            scores=buffer.scores.at[target].set(jnp.where(touched, score, buffer.scores[target])),
+            max_returns=buffer.max_returns.at[target].set(jnp.where(touched, max_return, buffer.max_returns[target])),
+            ages=buffer.ages.at[target].set(jnp.where(write, age, buffer.ages[target])),
+            filled=buffer.filled.at[target].set(buffer.filled[target] | write),
+            mutations=buffer.mutations.at[target].set(jnp.where(write, generation, buffer.mutations[target])),
         )
-        kept = jax.tree.map(lambda a, b: jnp.where(is_active, a, b), inserted, buffer)
-        return kept, jnp.where(is_active, slot, -1)
+        written = written.at[target].set(written[target] | write)
+        return (buffer, written), jnp.where(touched, target, -1).astype(jnp.int32)
 
-    return jax.lax.scan(one, buffer, (levels, scores, max_returns, mutations, active))
+    (buffer, _), slots = jax.lax.scan(
+        one,
+        (buffer, jnp.zeros(buffer.capacity, bool)),
+        (levels, scores, max_returns, mutations, matched, counts),
+    )
+    return buffer, slots
+
+
+def insert(
+    buffer: LevelBuffer,
+    level: Level,
+    score: jax.Array,
+    max_return: jax.Array,
+    mutations: jax.Array,
+    temperature: float,
+    staleness_coef: float,
+    prioritization: Prioritization,
+    reset_age_on_insert: bool = False,
+) -> tuple[LevelBuffer, jax.Array]:
+    """`insert_many` of one level. Returns (buffer, the slot written or updated, or -1 when rejected)."""
+    batch = jax.tree.map(lambda x: jnp.asarray(x)[None], (level, score, max_return, mutations))
+    buffer, slots = insert_many(
+        buffer, *batch, temperature, staleness_coef, prioritization, reset_age_on_insert=reset_age_on_insert
+    )
+    return buffer, slots[0]

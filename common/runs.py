@@ -258,11 +258,14 @@ class StopSignal:
             signal.signal(sig, handler)
 
 
-def stop_reason(run, update: int, env_steps: int, seconds: float) -> str | None:
+def stop_reason(run, update: int, env_steps: int, seconds: float, student_updates: int) -> str | None:
     """Why training should stop now, if it should (`run`: a common.config.RunConfig): --total-updates,
-    --total-env-steps or --train-seconds."""
+    --total-student-updates (`student_updates`: the fewest any seed has taken), --total-env-steps or
+    --train-seconds."""
     if update >= run.total_updates:
         return f"reached --total-updates {run.total_updates}"
+    if run.total_student_updates is not None and student_updates >= run.total_student_updates:
+        return f"reached --total-student-updates {run.total_student_updates}"
     if run.total_env_steps is not None and env_steps >= run.total_env_steps:
         return f"reached --total-env-steps {run.total_env_steps}"
     if run.train_seconds is not None and seconds >= run.train_seconds:
@@ -270,15 +273,18 @@ def stop_reason(run, update: int, env_steps: int, seconds: float) -> str | None:
     return None
 
 
-def chunk_rows(metrics: dict, update: int, env_steps: int, wall_time: float, env_steps_per_s: float) -> list[dict]:
+def chunk_rows(
+    metrics: dict, update: int, env_steps: int, wall_time: float, env_steps_per_s: float, student_updates
+) -> list[dict]:
     """Rows for logs.csv from a chunk's metrics ({key: [num_seeds, num_updates]}): per seed, the mean of
-    each metric over the chunk's updates (NaN where no episode finished)."""
+    each metric over the chunk's updates (NaN where no episode finished), and its student updates so far."""
     num_seeds = next(iter(metrics.values())).shape[0]
     rows = []
     for seed in range(num_seeds):
         row = {
             "seed": seed,
             "update": update,
+            "student_updates": int(student_updates[seed]),
             "env_steps": env_steps,
             "wall_time": round(wall_time, 2),
             "sps": round(env_steps_per_s),
@@ -301,7 +307,8 @@ class RunLog:
     def __init__(
         self, config, run_dir: Path, columns: list[str], start_update: int, headline: tuple[str, ...], previous
     ):
-        self.csv = CsvLog(run_dir / "logs.csv", ["seed", "update", "env_steps", "wall_time", "sps", *columns], previous)
+        fixed = ["seed", "update", "student_updates", "env_steps", "wall_time", "sps"]
+        self.csv = CsvLog(run_dir / "logs.csv", [*fixed, *columns], previous)
         self.wandb = WandbLogger(config, run_dir) if config.run.track else None
         self.progress = Progress(config.run.total_updates, start_update)
         self.headline = headline

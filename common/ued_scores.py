@@ -1,4 +1,4 @@
-"""UED level scores from one rollout on each level (../shared/UED.md), jittable and vmappable.
+"""UED level scores from one rollout on each level (docs/methods.md#ued-scores), jittable and vmappable.
 
 Inputs are per env over the rollout's time axis: `rewards`, `dones`, `values`, `advantages`, each [T].
 Only episodes that end inside the rollout count; a level's score is the mean over its completed
@@ -50,13 +50,29 @@ def episode_returns(rewards: jax.Array, dones: jax.Array) -> tuple[jax.Array, ja
 
 
 def max_mc(
-    rewards: jax.Array, dones: jax.Array, values: jax.Array, max_return: jax.Array
+    rewards: jax.Array, dones: jax.Array, values: jax.Array, max_return: jax.Array, running_max: bool = False
 ) -> tuple[jax.Array, jax.Array]:
     """MaxMC: time-average of R_max - V(s_t) over each completed episode, averaged over episodes, where
-    R_max is the highest return ever achieved on the level: the running maximum `max_return` kept in the
-    buffer, raised by this rollout's episodes first (minimax uses this rollout's best alone, a bug we
-    do not copy). Returns (score, the updated running maximum). Can be negative: use rank prioritization."""
+    R_max is the highest return achieved on the level: the larger of `max_return` (stored in the level's
+    buffer slot) and this rollout's best. Can be negative: use rank prioritization.
+
+    Returns (score, the max return to store in the slot). By default that is this rollout's best return, as
+    minimax-lib 0.2.0 stores (`compute_max_mc`), so R_max spans the level's last two rollouts. With
+    `running_max` it is R_max itself, so R_max is the highest return ever achieved on the level, the
+    papers' definition (a documented deviation from minimax; the score of one rollout is the same either
+    way, only what the slot keeps differs). Where no episode completed, `max_return` is returned unchanged
+    (minimax does not update such a level at all: pass `active` to the buffer)."""
     _, best = episode_returns(rewards, dones)
+    completed = jnp.sum(dones.astype(jnp.int32)) > 0
+    highest = jnp.where(completed, jnp.maximum(max_return, best), max_return)
+    stored = highest if running_max else jnp.where(completed, best, max_return)
+    return _episode_means(highest - values, dones)[0], stored
+
+
+def learnability(rewards: jax.Array, dones: jax.Array) -> jax.Array:
+    """SFL's learnability p (1 - p), with p the share of this rollout's completed episodes that reached the goal
+    (reward > 0; a time-out fails); 0 where none completed."""
     completed = jnp.sum(dones.astype(jnp.int32))
-    running_max = jnp.where(completed > 0, jnp.maximum(max_return, best), max_return)
-    return _episode_means(running_max - values, dones)[0], running_max
+    successes = jnp.sum((dones & (rewards > 0)).astype(jnp.int32))
+    p = successes / jnp.maximum(completed, 1)
+    return p * (1.0 - p)

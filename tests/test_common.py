@@ -70,13 +70,15 @@ def test_stop_reasons():
     @dataclasses.dataclass
     class Limits:
         total_updates: int = 100
+        total_student_updates: int | None = 40
         total_env_steps: int | None = 5000
         train_seconds: float | None = 60.0
 
-    assert stop_reason(Limits(), 10, 100, 1.0) is None
-    assert "total-updates" in stop_reason(Limits(), 100, 100, 1.0)
-    assert "total-env-steps" in stop_reason(Limits(), 10, 5000, 1.0)
-    assert "train-seconds" in stop_reason(Limits(), 10, 100, 61.0)
+    assert stop_reason(Limits(), 10, 100, 1.0, 5) is None
+    assert "total-updates" in stop_reason(Limits(), 100, 100, 1.0, 5)
+    assert "total-student-updates 40" in stop_reason(Limits(), 10, 100, 1.0, 40), "the fewest of any seed"
+    assert "total-env-steps" in stop_reason(Limits(), 10, 5000, 1.0, 5)
+    assert "train-seconds" in stop_reason(Limits(), 10, 100, 61.0, 5)
 
 
 def test_chunk_rows_average_each_seed_and_skip_missing_episodes():
@@ -84,8 +86,9 @@ def test_chunk_rows_average_each_seed_and_skip_missing_episodes():
         "train/return": np.array([[0.5, np.nan], [np.nan, np.nan]]),
         "ppo/loss": np.array([[1.0, 3.0], [2.0, 2.0]]),
     }
-    rows = chunk_rows(metrics, update=20, env_steps=640, wall_time=3.0, env_steps_per_s=100.0)
+    rows = chunk_rows(metrics, 20, 640, wall_time=3.0, env_steps_per_s=100.0, student_updates=np.array([7, 9]))
     assert rows[0]["train/return"] == 0.5 and rows[0]["ppo/loss"] == 2.0
+    assert [row["student_updates"] for row in rows] == [7, 9]
     assert np.isnan(rows[1]["train/return"]) and rows[1]["seed"] == 1
     assert json.dumps(rows[0]["update"]) == "20"
 

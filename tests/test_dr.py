@@ -154,7 +154,7 @@ def test_main_writes_run_folder(smoke_run):
     assert saved["script"] == "algos/dr.py" and saved["config"]["num_envs"] == 4
     rows = (run_dir / "logs.csv").read_text().splitlines()
     header = rows[0].split(",")
-    assert header[:5] == ["seed", "update", "env_steps", "wall_time", "sps"]
+    assert header[:6] == ["seed", "update", "student_updates", "env_steps", "wall_time", "sps"]
     assert "eval/solve_rate/SixteenRooms" in header and "ppo/loss" in header and "health/finite" not in header
     assert len(rows) == 1 + config.run.num_seeds * (config.run.total_updates // config.run.log_interval)
     assert [p.name for p in checkpoint.list_checkpoints(run_dir / "checkpoints")] == [
@@ -373,3 +373,15 @@ def test_resume_needs_only_the_run_name_and_refuses_every_changed_flag(tmp_path)
     for differing in ("--gamma: saved 0.995, now 0.9", "--lr: saved 0.0001, now 0.001", "--num-envs: saved 4, now 8"):
         assert differing in refused.stderr
     assert file_hashes(tmp_path / "r") == before
+
+
+def test_carry_across_updates_starts_each_update_from_the_last_carry(tiny):
+    config, functions, init, step_chunk = tiny
+    assert init(seed_keys(config)).carry is None, "off by default: every update starts from a zero carry"
+    carried = with_flags(config, carry_across_updates=True)
+    functions = dr.make_train(carried)
+    runner = jax.jit(functions.init)(seed_keys(carried))
+    assert all(float(np.abs(c).max()) == 0 for c in runner.carry)
+    after, metrics = jax.jit(functions.step)(runner)
+    assert all(float(np.abs(c).max()) > 0 for c in after.carry), "the last rollout's carry is kept"
+    assert np.isfinite(metrics["ppo/loss"]).all()

@@ -1,6 +1,8 @@
 """common/level_buffer.py and common/ued_scores.py against plain-Python references and UED.md's check."""
 
 import functools
+import json
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -10,6 +12,7 @@ import pytest
 from common import level_buffer as lb
 from common import ued_scores
 from envs.levels import sample_dr_level
+from envs.maze import make_level
 
 
 def small_levels(count, seed=0):
@@ -41,11 +44,12 @@ def test_replay_probabilities_match_the_numeric_check(prioritization, expected):
 
 
 class PythonBuffer:
-    """A plain-Python statement of UED.md's buffer rules."""
+    """A plain-Python statement of the buffer rules (common/level_buffer.py's docstring: minimax's bookkeeping)."""
 
-    def __init__(self, capacity, temperature, staleness_coef, prioritization):
+    def __init__(self, capacity, temperature, staleness_coef, prioritization, reset_age_on_insert=False):
         self.slots = [None] * capacity
         self.temperature, self.staleness_coef, self.prioritization = temperature, staleness_coef, prioritization
+        self.reset_age_on_insert = reset_age_on_insert
 
     def filled(self):
         return [i for i, slot in enumerate(self.slots) if slot is not None]
@@ -63,8 +67,8 @@ class PythonBuffer:
         total_age = sum(self.slots[i]["age"] for i in filled)
         probs = [0.0] * len(self.slots)
         for i in filled:
-            staleness = self.slots[i]["age"] / total_age if total_age > 0 else 1.0 / len(filled)
             score = weights[i] / total_weight if total_weight > 0 else 1.0 / len(filled)
+            staleness = self.slots[i]["age"] / total_age if total_age > 0 else score
             probs[i] = (1 - self.staleness_coef) * score + self.staleness_coef * staleness
         return probs
 
@@ -74,6 +78,7 @@ class PythonBuffer:
                 self.update(i, score, max_return)
                 return i
         empty = [i for i, slot in enumerate(self.slots) if slot is None]
+        age = 0
         if empty:
             target = empty[0]
         else:
@@ -81,17 +86,22 @@ class PythonBuffer:
             target = min(self.filled(), key=lambda i: (probs[i], i))
             if score < self.slots[target]["score"]:
                 return -1
-        self.slots[target] = {"key": key, "score": score, "max_return": max_return, "age": 0, "mutations": mutations}
+            age = 0 if self.reset_age_on_insert else self.slots[target]["age"]
+        self.slots[target] = {"key": key, "score": score, "max_return": max_return, "age": age, "mutations": mutations}
         return target
 
     def update(self, index, score, max_return):
         self.slots[index]["score"] = score
-        self.slots[index]["max_return"] = max(self.slots[index]["max_return"], max_return)
+        self.slots[index]["max_return"] = max_return
 
     def drawn(self, index):
         for i in self.filled():
             self.slots[i]["age"] += 1
         self.slots[index]["age"] = 0
+
+    def aged(self, steps):
+        for i in self.filled():
+            self.slots[i]["age"] += steps
 
 
 def assert_same(buffer: lb.LevelBuffer, reference: PythonBuffer):
@@ -108,31 +118,36 @@ def assert_same(buffer: lb.LevelBuffer, reference: PythonBuffer):
     assert float(probs.sum()) == pytest.approx(1.0, abs=1e-5)
 
 
-@pytest.mark.parametrize("prioritization", ["rank", "proportional"])
-def test_random_sequences_match_plain_python(prioritization):
+@pytest.mark.parametrize(
+    ("prioritization", "reset_age_on_insert"), [("rank", False), ("proportional", False), ("rank", True)]
+)
+def test_random_sequences_match_plain_python(prioritization, reset_age_on_insert):
     capacity, temperature, staleness_coef = 6, 0.3, 0.3
     pool = small_levels(10, seed=1)  # few distinct levels, so duplicates are frequent
     rng = np.random.default_rng(2)
     settings = dict(temperature=temperature, staleness_coef=staleness_coef, prioritization=prioritization)
-    insert = jax.jit(functools.partial(lb.insert, **settings))
+    insert = jax.jit(functools.partial(lb.insert, **settings, reset_age_on_insert=reset_age_on_insert))
     sample = jax.jit(functools.partial(lb.sample_replay, num_levels=1, **settings))
     update = jax.jit(lb.update_slots)
+    age = jax.jit(lb.age_filled)
     buffer = lb.empty_buffer(level_at(pool, 0), capacity)
-    reference = PythonBuffer(capacity, temperature, staleness_coef, prioritization)
+    reference = PythonBuffer(capacity, temperature, staleness_coef, prioritization, reset_age_on_insert)
     key = jax.random.key(3)
-    operations = {"insert": 0, "update": 0, "sample": 0, "rejected": 0, "duplicate": 0}
-    for _ in range(120):
-        operation = rng.choice(["insert", "insert", "update", "sample"]) if reference.filled() else "insert"
+    operations = {"insert": 0, "update": 0, "sample": 0, "age": 0, "rejected": 0, "duplicate": 0, "inherited": 0}
+    for _ in range(150):
+        operation = rng.choice(["insert", "insert", "update", "sample", "age"]) if reference.filled() else "insert"
         if operation == "insert":
             index = int(rng.integers(10))
             score, max_return, mutations = float(rng.uniform(-0.5, 1)), float(rng.uniform(0, 1)), int(rng.integers(3))
             level = level_at(pool, index)
             was_duplicate = any(reference.slots[i]["key"] == level_key(level) for i in reference.filled())
+            full = len(reference.filled()) == capacity
             expected_slot = reference.insert(level_key(level), score, max_return, mutations)
             buffer, slot = insert(buffer, level, jnp.float32(score), jnp.float32(max_return), jnp.int32(mutations))
             assert int(slot) == expected_slot
             operations["rejected"] += expected_slot == -1
             operations["duplicate"] += was_duplicate
+            operations["inherited"] += full and not was_duplicate and expected_slot >= 0
         elif operation == "update":
             index = int(rng.choice(reference.filled()))
             score, max_return = float(rng.uniform(-0.5, 1)), float(rng.uniform(0, 1))
@@ -140,6 +155,10 @@ def test_random_sequences_match_plain_python(prioritization):
             buffer = update(
                 buffer, jnp.array([index]), jnp.array([score], jnp.float32), jnp.array([max_return], jnp.float32)
             )
+        elif operation == "age":
+            steps = int(rng.integers(1, 5))
+            reference.aged(steps)
+            buffer = age(buffer, steps)
         else:
             key, draw_key = jax.random.split(key)
             probs = reference.probs()
@@ -243,6 +262,233 @@ def test_scores_match_plain_python_loops():
         mean_return, max_return = ued_scores.episode_returns(rewards, dones)
         assert float(mean_return) == pytest.approx(np.mean(returns) if returns else 0.0, abs=1e-6)
         assert float(max_return) == pytest.approx(max(returns) if returns else 0.0, abs=1e-6)
-        score, new_max = ued_scores.max_mc(rewards, dones, values, jnp.float32(previous_max))
-        assert float(new_max) == pytest.approx(running_max, abs=1e-6)
+        score, stored = ued_scores.max_mc(rewards, dones, values, jnp.float32(previous_max))
+        running_score, running_stored = ued_scores.max_mc(
+            rewards, dones, values, jnp.float32(previous_max), running_max=True
+        )
+        assert float(stored) == pytest.approx(max(returns) if returns else previous_max, abs=1e-6)
+        assert float(running_stored) == pytest.approx(running_max, abs=1e-6)
         assert float(score) == pytest.approx(mean_of(running_max - values) if episodes else 0.0, abs=1e-5)
+        assert float(running_score) == float(score)
+
+
+def test_insert_many_follows_minimax_batch_rules():
+    """A repeat within the batch is skipped (the first copy counts), a copy of a filled slot updates it, and a
+    level written over an evicted slot keeps that slot's age."""
+    settings = dict(temperature=1.0, staleness_coef=0.0, prioritization="rank")
+    insert = jax.jit(functools.partial(lb.insert_many, **settings))
+    levels = small_levels(5, seed=9)
+    pick = lambda *indices: jax.tree.map(lambda x: x[np.array(indices)], levels)  # noqa: E731
+    buffer = lb.empty_buffer(level_at(levels, 0), 3)
+    buffer, slots = insert(
+        buffer, pick(0, 1, 1), jnp.array([0.5, 0.2, 0.9]), jnp.array([0.1, 0.2, 0.3]), jnp.zeros(3, jnp.int32)
+    )
+    np.testing.assert_array_equal(slots, [0, 1, -1])
+    np.testing.assert_allclose(buffer.scores[:2], [0.5, 0.2])
+    buffer = lb.age_filled(buffer, 3)
+    buffer, slots = insert(
+        buffer, pick(2, 0, 3), jnp.array([0.4, 0.7, 0.3]), jnp.array([0.5, 0.6, 0.7]), jnp.ones(3, jnp.int32)
+    )
+    # level 2 takes the empty slot (age 0); level 0 updates slot 0; level 3 evicts the lowest ranked slot (1,
+    # score 0.2 <= 0.3) and keeps its age 3.
+    np.testing.assert_array_equal(slots, [2, 0, 1])
+    np.testing.assert_allclose(buffer.scores, [0.7, 0.3, 0.4])
+    np.testing.assert_allclose(buffer.max_returns, [0.6, 0.7, 0.5])
+    np.testing.assert_array_equal(buffer.ages, [3, 3, 0])
+    np.testing.assert_array_equal(buffer.mutations, [0, 1, 1])
+    reset = jax.jit(functools.partial(lb.insert_many, **settings, reset_age_on_insert=True))
+    reset_buffer, _ = reset(
+        lb.age_filled(buffer, 1), pick(4, 4, 4), jnp.array([0.9, 0.9, 0.9]), jnp.zeros(3), jnp.zeros(3, jnp.int32)
+    )
+    assert int(reset_buffer.ages[1]) == 0 and level_key(level_at(reset_buffer.levels, 1)) == level_key(
+        level_at(levels, 4)
+    )
+
+
+def test_update_slots_takes_the_first_entry_per_slot_and_skips_inactive_ones():
+    buffer = lb.empty_buffer(level_at(small_levels(1), 0), 4).replace(filled=jnp.ones(4, bool))
+    updated = lb.update_slots(
+        buffer,
+        jnp.array([2, 2, 1, 3, 3]),
+        jnp.array([0.1, 0.2, 0.3, 0.4, 0.5]),
+        jnp.array([1.0, 2.0, 3.0, 4.0, 5.0]),
+        active=jnp.array([True, True, False, False, True]),
+    )
+    np.testing.assert_allclose(updated.scores, [0.0, 0.0, 0.1, 0.0])
+    np.testing.assert_allclose(updated.max_returns, [0.0, 0.0, 1.0, 0.0])
+
+
+# --- parity with minimax-lib 0.2.0's PLRManager (tests/fixtures/minimax_plr_buffer.npz, benchmarks/minimax_fixtures.py)
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def load_fixture(name):
+    data = np.load(FIXTURES / name)
+    return {key: data[key] for key in data.files}
+
+
+def fixture_levels(data, prefix, indices=None):
+    fields = [data[prefix + name] for name in ("wall_map", "goal_pos", "agent_pos", "agent_dir")]
+    if indices is not None:
+        fields = [field[np.asarray(indices)] for field in fields]
+    return make_level(*fields)
+
+
+def assert_buffer_matches(buffer: lb.LevelBuffer, data, prefix, probs, where):
+    """Our buffer against minimax's recorded one: filled slots, their levels (walls, goal, start and
+    direction), scores, max returns, ages, mutation counts, and the replay distribution."""
+    filled = data[prefix + "filled"]
+    np.testing.assert_array_equal(buffer.filled, filled, err_msg=where)
+    for name, ours in (
+        ("wall_map", buffer.levels.wall_map),
+        ("goal_pos", buffer.levels.goal_pos),
+        ("agent_pos", buffer.levels.agent_pos),
+        ("agent_dir", buffer.levels.agent_dir),
+    ):
+        np.testing.assert_array_equal(np.asarray(ours)[filled], data[prefix + name][filled], err_msg=f"{where} {name}")
+    np.testing.assert_allclose(buffer.scores[filled], data[prefix + "scores"][filled], atol=1e-6, err_msg=where)
+    np.testing.assert_allclose(
+        buffer.max_returns[filled], data[prefix + "max_returns"][filled], atol=1e-6, err_msg=where
+    )
+    np.testing.assert_array_equal(buffer.ages, data[prefix + "ages"], err_msg=f"{where} ages")
+    np.testing.assert_array_equal(buffer.mutations, data[prefix + "n_mutations"], err_msg=where)
+    np.testing.assert_allclose(
+        probs(buffer), data[prefix + "replay_dist"], atol=1e-6, err_msg=f"{where} replay distribution"
+    )
+
+
+class Jitted:
+    """The buffer functions jitted once for one setting (eager calls would retrace every scan)."""
+
+    def __init__(self, batch, settings):
+        self.probs = jax.jit(functools.partial(lb.replay_probabilities, **settings))
+        self.draw = jax.jit(lb.record_draw)
+        self.sample = jax.jit(functools.partial(lb.sample_replay, num_levels=batch, **settings))
+        self.update = jax.jit(lb.update_slots)
+        self.age = jax.jit(lb.age_filled, static_argnums=1)
+        self.match = jax.jit(lb.match_levels)
+        self.next_slot = jax.jit(functools.partial(lb.next_slot, **settings))
+        self.insert = jax.jit(functools.partial(lb.insert_many, **settings))
+
+
+def replay_cycle(buffer, data, prefix, batch, jitted: Jitted, where):
+    """A replay cycle with minimax's draws: the distribution before each draw, then the ages; and, from
+    minimax's key, the same draws (cleanued's key use and jax.random.choice are minimax's)."""
+    ages_before, slots = buffer.ages, data[prefix + "slots"]
+    for draw, slot in enumerate(slots):
+        np.testing.assert_allclose(
+            jitted.probs(buffer), data[prefix + "draw_dists"][draw], atol=1e-6, err_msg=f"{where} draw {draw}"
+        )
+        buffer = jitted.draw(buffer, int(slot))
+    np.testing.assert_array_equal(buffer.ages, data[prefix + "ages_sampled"], err_msg=f"{where} ages after draws")
+    with jax.threefry_partitionable(False):  # jax 0.4.31's default, under which the fixture was recorded
+        key = jax.random.wrap_key_data(jnp.asarray(data[prefix + "sample_key"], jnp.uint32))
+        _, drawn = jitted.sample(key, buffer.replace(ages=ages_before))
+    np.testing.assert_array_equal(drawn, slots, err_msg=f"{where}: the same key draws the same slots")
+    return buffer, jnp.asarray(slots)
+
+
+def score_inputs(data, prefix):
+    scores = data[prefix + "scores"]
+    active = np.isfinite(scores)
+    return jnp.asarray(np.where(active, scores, 0.0), jnp.float32), jnp.asarray(data[prefix + "max_returns"]), active
+
+
+def test_buffer_matches_minimax_cycle_by_cycle():
+    data = load_fixture("minimax_plr_buffer.npz")
+    info = json.loads(str(data["meta"]))
+    settings = dict(temperature=info["temperature"], staleness_coef=info["staleness_coef"], prioritization="rank")
+    batch = info["batch"]
+    buffer = lb.empty_buffer(jax.tree.map(lambda x: x[0], fixture_levels(data, "pool_")), info["capacity"])
+    jitted = Jitted(batch, settings)
+    seen = {"new": 0, "replay": 0, "rejected": 0, "buffer duplicate": 0, "batch duplicate": 0, "inactive": 0}
+    for cycle in range(int(data["num_cycles"])):
+        prefix, where = f"c{cycle}_", f"cycle {cycle}"
+        kind = str(data[prefix + "kind"])
+        scores, max_returns, active = score_inputs(data, prefix)
+        seen[kind] += 1
+        seen["inactive"] += int((~active).sum())
+        if kind == "replay":
+            buffer, slots = replay_cycle(buffer, data, prefix, batch, jitted, where)
+            buffer = jitted.update(buffer, slots, scores, max_returns, jnp.asarray(active))
+        else:
+            buffer = jitted.age(buffer, batch)
+            np.testing.assert_array_equal(buffer.ages, data[prefix + "ages_sampled"], err_msg=f"{where} ages")
+            levels = fixture_levels(data, "pool_", data[prefix + "pool_index"])
+            matched, repeated = jitted.match(buffer, levels)
+            np.testing.assert_array_equal(matched, data[prefix + "dedupe_slots"], err_msg=f"{where} buffer duplicates")
+            np.testing.assert_array_equal(repeated, data[prefix + "dupe_mask"], err_msg=f"{where} batch duplicates")
+            assert int(jitted.next_slot(buffer)) == int(data[prefix + "next_insert"]), where
+            buffer, written = jitted.insert(
+                buffer, levels, scores, max_returns, jnp.zeros(batch, jnp.int32), active=jnp.asarray(active)
+            )
+            counted = active & ~data[prefix + "dupe_mask"] & (data[prefix + "dedupe_slots"] < 0)
+            seen["rejected"] += int((np.asarray(written)[counted] < 0).sum())
+            seen["buffer duplicate"] += int((data[prefix + "dedupe_slots"] >= 0).sum())
+            seen["batch duplicate"] += int(data[prefix + "dupe_mask"].sum())
+        assert_buffer_matches(buffer, data, prefix + "after_", jitted.probs, where)
+    assert min(seen.values()) > 0, seen
+
+
+def plr_cycle_levels(buffer, replay, new_levels, rng_replay, num_envs, settings):
+    """The first half of a cycle of sequential PLR as minimax's `PLRRunner.run` does it (and algos/plr.py needs
+    to, to match it): `sample` (replay draws, or every filled slot ages by the number of new levels), then
+    `dedupe_levels` (each level's slot, or -1) and the max returns MaxMC scores against (the matched slots').
+    Returns (the cycle's buffer, the levels to play, the slots drawn, the matched slots, those max returns)."""
+    sampled, slots = lb.sample_replay(rng_replay, buffer, num_envs, **settings)
+    select = lambda a, b: jax.tree.map(lambda x, y: jnp.where(replay, x, y), a, b)  # noqa: E731
+    cycle = select(sampled, lb.age_filled(buffer, num_envs))
+    levels = select(jax.tree.map(lambda x: x[slots], buffer.levels), new_levels)
+    matched, _ = lb.match_levels(cycle, levels)
+    return cycle, levels, slots, matched, jnp.where(matched >= 0, cycle.max_returns[matched], 0.0)
+
+
+def plr_cycle_update(cycle, levels, scores, max_returns, finished, settings):
+    """The second half, once the levels are played and scored: minimax's `update`, one `insert_many` for both
+    kinds of cycle (a replayed level matches its own slot and updates it; levels whose rollout finished no
+    episode are skipped)."""
+    zeros = jnp.zeros(scores.shape[0], jnp.int32)
+    return lb.insert_many(cycle, levels, scores, max_returns, zeros, **settings, active=finished)[0]
+
+
+def test_plr_runner_bookkeeping_matches_minimax_tick_by_tick():
+    """minimax's PLRRunner (Robust PLR, MaxMC, 8 slots, 4 envs, 7x7 mazes) up to the update recorded in
+    minimax_update_plr.npz, tick by tick, through cleanued's buffer called as `plr_cycle_levels` and
+    `plr_cycle_update` call it, with minimax's replay decisions, keys and scores."""
+    data = load_fixture("minimax_update_plr.npz")
+    info = json.loads(str(data["meta"]))
+    runner_args = info["runner_args"]
+    settings = dict(
+        temperature=runner_args["temp"], staleness_coef=runner_args["staleness_coef"], prioritization="rank"
+    )
+    num_envs = info["num_envs"]
+    buffer = lb.empty_buffer(
+        jax.tree.map(lambda x: x[0], fixture_levels(data, "tick0_new_")), runner_args["buffer_size"]
+    )
+    probs = jax.jit(functools.partial(lb.replay_probabilities, **settings))
+    assert_buffer_matches(buffer, data, "tick_initial_", probs, "start")
+    first_half = jax.jit(functools.partial(plr_cycle_levels, num_envs=num_envs, settings=settings))
+    second_half = jax.jit(functools.partial(plr_cycle_update, settings=settings))
+    kinds = set()
+    for tick in range(int(data["num_ticks"])):
+        prefix, where = f"tick{tick}_", f"tick {tick}"
+        replay = bool(data[prefix + "replay"])
+        kinds.add(replay)
+        key = jnp.asarray(data[prefix + "sample_key"] if replay else np.zeros(2), jnp.uint32)
+        with jax.threefry_partitionable(False):  # jax 0.4.31's default, under which the fixture was recorded
+            cycle, levels, slots, matched, previous_max = first_half(
+                buffer, jnp.asarray(replay), fixture_levels(data, prefix + "new_"), jax.random.wrap_key_data(key)
+            )
+        if replay:
+            np.testing.assert_array_equal(
+                slots, data[prefix + "sampled_slots"], err_msg=f"{where}: same key, same draws"
+            )
+        np.testing.assert_array_equal(cycle.ages, data[prefix + "ages_sampled"], err_msg=f"{where} ages")
+        np.testing.assert_array_equal(matched, data[prefix + "dedupe_slots"], err_msg=f"{where} matched slots")
+        stored = data[prefix + "stored_max_returns"]
+        np.testing.assert_allclose(previous_max, np.where(np.isfinite(stored), stored, 0.0), err_msg=where)
+        scores, max_returns, active = score_inputs(data, prefix)
+        buffer = second_half(cycle, levels, scores, max_returns, jnp.asarray(active))
+        assert_buffer_matches(buffer, data, prefix + "after_", probs, where)
+    assert kinds == {True, False}

@@ -1,6 +1,8 @@
 """algos/plr.py: the buffer warms up and replay happens, Robust PLR learns only from replay, PLR from
 both, and resume (buffer included) is exact."""
 
+import csv
+
 import jax
 import numpy as np
 import pytest
@@ -109,3 +111,15 @@ def test_resume_with_the_buffer_equals_uninterrupted(tmp_path):
 def test_invalid_flags(tmp_path, overrides, message):
     with pytest.raises(ConfigError, match=message):
         tiny_config(tmp_path, **overrides)
+
+
+def test_the_budget_counts_student_updates(tmp_path, capsys):
+    config = tiny_config(tmp_path, run_name="budget", total_updates=40, total_student_updates=3, log_interval=2)
+    run_dir = run_script(plr, config)
+    assert "reached --total-student-updates 3" in capsys.readouterr().err
+    rows = list(csv.DictReader(open(run_dir / "logs.csv")))
+    last = [row for row in rows if row["update"] == rows[-1]["update"]]
+    assert int(last[0]["update"]) < 40 and min(int(row["student_updates"]) for row in last) >= 3
+    state = newest_state(plr, config, run_dir)
+    np.testing.assert_array_equal(state.student_updates, [int(row["student_updates"]) for row in last])
+    assert (state.student_updates < state.update).all(), "Robust PLR steps only on replay updates"

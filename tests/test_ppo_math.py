@@ -72,7 +72,7 @@ def reference_loss(logits, value, action, old_log_prob, old_value, advantages, t
         log_probs = [x - norm for x in logits[t][b]]
         entropy -= sum(math.exp(lp) * lp for lp in log_probs)
         ratio = math.exp(log_probs[action[t][b]] - old_log_prob[t][b])
-        advantage = (advantages[t][b] - mean) / (std + 1e-8)
+        advantage = (advantages[t][b] - mean) / (std + 1e-5)
         clipped = min(max(ratio, 1 - settings.clip_eps), 1 + settings.clip_eps)
         policy -= min(ratio * advantage, clipped * advantage)
         clipped_value = old_value[t][b] + min(max(value[t][b] - old_value[t][b], -settings.clip_eps), settings.clip_eps)

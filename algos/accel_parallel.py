@@ -35,7 +35,7 @@ from flax import struct
 from flax.training.train_state import TrainState
 from tyro.conf import OmitArgPrefixes
 
-# SCAFFOLDING: put the repo root on sys.path so `python algos/plr.py` can import envs and common.
+# SCAFFOLDING: put the repo root on sys.path so `python algos/accel_parallel.py` can import envs and common.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import driver, level_buffer, ued_scores  # noqa: E402

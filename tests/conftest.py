@@ -3,12 +3,19 @@ recorded: tests/fixtures/README.md). AMAZE_FIXTURE points the parity tests at an
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+# One persistent compilation cache for the session, this process and the scripts it starts: the tests compile
+# the same tiny programs many times (a run, its resume, the evaluate command), and XLA's CPU compiles dominate
+# the suite's time. Set before JAX is imported; a cache hit returns the same executable, so results are equal.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="cleanued-test-xla-cache-"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
 
 
 @pytest.fixture(scope="session")

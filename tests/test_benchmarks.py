@@ -1,14 +1,15 @@
-"""The benchmark harness (issue 5): result fields, the scaling sweep, and the minimax side-by-side plumbing.
-Timings are never asserted; the real minimax worker runs only where its virtual environment exists."""
+"""The benchmark harness: result fields, the scaling sweep, the minimax side-by-side plumbing, the SFL refresh
+timer. Timings are never asserted; the real minimax worker runs only where its virtual environment exists."""
 
 import json
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 REQUIRED_FIELDS = {"algo", "num_envs", "num_steps", "num_seeds", "compile_s", "steady_s_per_update", "env_steps_per_s"}
 TINY = ["--num-steps", "4", "--repeats", "1", "--updates-per-call", "1", "--set", "lstm_size=8"]
@@ -96,3 +97,10 @@ def test_minimax_worker_mixes_replay_and_new_level_updates():
     expected = 0.8 * by_prob["1.0"] + 0.2 * by_prob["0.0"]
     assert worker["steady_s_per_update"] == pytest.approx(expected, abs=2e-4)
     assert worker["env_steps_per_update"] == pytest.approx(4 * 8 * 1.8)  # replays also play the mutants
+
+
+def test_sfl_refresh_timer_reports_the_scoring_time():
+    result = run_script("benchmarks/bench_sfl.py", "--score-batch-size", "8", "--score-steps", "16", "--lstm-size", "8")
+    line = json.loads(result.stdout.strip().splitlines()[-1])
+    assert line["bench"] == "sfl_refresh" and line["scoring_env_steps"] == 8 * 16
+    assert line["scoring_seconds"] >= 0 and "commit" in line and "device" in line

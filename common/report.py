@@ -312,7 +312,7 @@ def figures(out: Path, methods: list[Method], rows: list[dict], risk_rows: list[
 
     by_key = {(row["method"], row["maze"]): row for row in rows}
     mazes = sorted({row["maze"] for row in rows} - set(AGGREGATES))
-    figure, axis = plt.subplots(figsize=(max(6, 1.2 * len(mazes) * len(methods)), 4))
+    figure, axis = plt.subplots(figsize=(min(12, max(6, 0.8 * len(mazes) * len(methods) + 2)), 4))
     width = 0.8 / len(methods)
     for index, method in enumerate(methods):
         cells = [by_key[method.name, maze] for maze in mazes]

@@ -20,6 +20,7 @@ import pytest
 from flax.training.train_state import TrainState
 
 from algos import dr, plr
+from benchmarks.learning_vs_minimax import parameter_tree
 from common import ued_scores
 from envs.maze import Observation
 
@@ -37,20 +38,6 @@ def settings_of(data) -> dict:
     return json.loads(str(data["meta"]))
 
 
-def tree(data, prefix: str) -> dict:
-    """The nested parameter tree {"params": ...} from the flat `prefix/<path>` entries."""
-    params = {}
-    for key, value in data.items():
-        if not key.startswith(prefix):
-            continue
-        node = params
-        *path, leaf = key[len(prefix) :].split("/")
-        for name in path:
-            node = node.setdefault(name, {})
-        node[leaf] = jnp.asarray(value)
-    return {"params": params}
-
-
 def make_optimizer(settings) -> optax.GradientTransformation:
     return optax.chain(
         optax.clip_by_global_norm(settings["max_grad_norm"]), optax.adam(settings["lr"], eps=settings["adam_eps"])
@@ -61,12 +48,14 @@ def train_state_of(data, when: str) -> TrainState:
     """cleanued's TrainState holding minimax's parameters and Adam moments `before` or `after` the update."""
     settings = settings_of(data)
     network = dr.ActorCritic()
-    state = TrainState.create(apply_fn=network.apply, params=tree(data, f"params_{when}/"), tx=make_optimizer(settings))
+    state = TrainState.create(
+        apply_fn=network.apply, params=parameter_tree(data, f"params_{when}/"), tx=make_optimizer(settings)
+    )
     clip, (adam, scale) = state.opt_state
     adam = adam._replace(
         count=jnp.asarray(data[f"opt_{when}/count"], adam.count.dtype),
-        mu=tree(data, f"opt_{when}/mu/"),
-        nu=tree(data, f"opt_{when}/nu/"),
+        mu=parameter_tree(data, f"opt_{when}/mu/"),
+        nu=parameter_tree(data, f"opt_{when}/nu/"),
     )
     return state.replace(opt_state=(clip, (adam, scale)))
 
@@ -133,7 +122,7 @@ def test_network_reproduces_the_rollouts_values_and_log_probs(name):
     """cleanued's ActorCritic with minimax's parameters (renamed only) on the recorded observations, from the
     recorded carry: the same values and log-probabilities the rollout recorded step by step."""
     data = load(name)
-    params = tree(data, "params_before/")
+    params = parameter_tree(data, "params_before/")
     transitions = transitions_of(data)
     _, logits, values = jax.jit(dr.ActorCritic().apply)(params, carry_of(data), transitions.obs, transitions.reset)
     log_probs = jnp.take_along_axis(jax.nn.log_softmax(logits), transitions.action[..., None], -1)[..., 0]
@@ -163,7 +152,7 @@ def loss_and_gradient(data):
         targets=jnp.asarray(data["targets"]),
         settings=ppo_settings(settings_of(data)),
     )
-    (value, metrics), grads = jax.jit(jax.value_and_grad(loss, has_aux=True))(tree(data, "params_before/"))
+    (value, metrics), grads = jax.jit(jax.value_and_grad(loss, has_aux=True))(parameter_tree(data, "params_before/"))
     return value, metrics, grads
 
 
@@ -186,7 +175,7 @@ def test_gradient_matches(name):
     data = load(name)
     _, _, grads = loss_and_gradient(data)
     tolerance = 2e-5
-    difference, leaf = max_relative_difference(grads, tree(data, "grad/"))
+    difference, leaf = max_relative_difference(grads, parameter_tree(data, "grad/"))
     assert difference < tolerance, f"{leaf}: relative difference {difference:.2e} (tolerance {tolerance:.1e})"
 
 
@@ -230,7 +219,10 @@ def test_dr_carry_differs_from_cleaneds_zero_start():
     transitions = transitions_of(data)
     zero_start = transitions._replace(reset=transitions.reset.at[0].set(True))
     _, _, values = jax.jit(dr.ActorCritic().apply)(
-        tree(data, "params_before/"), dr.initial_carry(*data["carry_h"].shape), zero_start.obs, zero_start.reset
+        parameter_tree(data, "params_before/"),
+        dr.initial_carry(*data["carry_h"].shape),
+        zero_start.obs,
+        zero_start.reset,
     )
     first_episode = np.cumsum(data["dones"], 0) - data["dones"] == 0
     assert np.abs(np.asarray(values) - data["values"])[first_episode].max() > 1e-4

@@ -52,7 +52,7 @@ from common.config import (  # noqa: E402
 from common.devices import make_placement, vmap_seeds  # noqa: E402
 from common.heldout_eval import heldout_metrics  # noqa: E402
 from envs.heldout import HELDOUT_MAZES  # noqa: E402
-from envs.levels import sample_dr_level, shortest_path_length, wall_count  # noqa: E402
+from envs.levels import optimal_return, sample_dr_level, shortest_path_length, wall_count  # noqa: E402
 from envs.maze import NUM_ACTIONS, EnvParams, Level, Observation, reset_to_level, step_and_restart  # noqa: E402
 
 
@@ -124,12 +124,14 @@ class Config:
     """Level buffer capacity per seed."""
     min_fill_ratio: Annotated[float, Range(0, 1, above=True)] = 0.5
     """Replay only once this fraction of the buffer is filled."""
-    score_function: Literal["max_mc", "pvl", "l1_value_loss", "learnability"] = "max_mc"
-    """Level score: MaxMC, positive value loss, L1 value loss, or SFL's learnability p(1-p) of the rollout."""
+    score_function: Literal["max_mc", "pvl", "l1_value_loss", "learnability", "true_regret"] = "max_mc"
+    """Level score: MaxMC, PVL, L1 value loss, learnability (success rate p over all plays: p(1-p)), or exact regret."""
     maxmc_running_max: bool = True
     """MaxMC's R_max: the highest return ever reached on a level (papers); off: its last rollout's best (minimax)."""
     prioritization: Literal["rank", "proportional"] = "rank"
     """Score prioritization of the replay distribution (rank suits MaxMC, which can be negative)."""
+    rank_ties: Literal["shared", "slot_order"] = "shared"
+    """Equal scores under rank prioritization: equal replay probability, or the first slot first (minimax)."""
     temperature: Annotated[float, POSITIVE] = 0.3
     """Temperature of the score prioritization."""
     staleness_coef: Annotated[float, FRACTION] = 0.3
@@ -179,7 +181,10 @@ class Config:
     @property
     def buffer_settings(self) -> dict:
         return dict(
-            temperature=self.temperature, staleness_coef=self.staleness_coef, prioritization=self.prioritization
+            temperature=self.temperature,
+            staleness_coef=self.staleness_coef,
+            prioritization=self.prioritization,
+            ties=self.rank_ties,
         )
 
 
@@ -397,24 +402,40 @@ def level_metrics(levels: Level, prefix: str) -> dict:
 
 
 def level_scores(
-    transitions: Transition, advantages: jax.Array, max_returns: jax.Array, score_function: str, running_max: bool
-):
-    """Per env (= per level): (score, the max return to store in its slot) from its rollout. Inputs [T, B];
-    `max_returns` are those stored in the levels' slots (0 for levels not in the buffer)."""
+    transitions: Transition,
+    advantages: jax.Array,
+    levels: Level,
+    before: level_buffer.LevelHistory,
+    score_function: str,
+    running_max: bool,
+    max_steps: int,
+) -> tuple[jax.Array, level_buffer.LevelHistory]:
+    """Per env (= per level): (score, the history to keep in its slot) from its rollout. Inputs [T, B]; `before`
+    is what the levels' slots hold (zeros for levels not in the buffer): learnability's success rate counts every
+    episode finished on the level since it entered the buffer."""
     per_env = lambda x: jnp.moveaxis(x, 0, 1)  # noqa: E731
     rewards, dones, values, advantages = map(
         per_env, (transitions.reward, transitions.done, transitions.value, advantages)
     )
+    episodes, successes = jax.vmap(ued_scores.outcome_counts)(rewards, dones)
+    episodes, successes = before.episodes + episodes, before.successes + successes
     if score_function == "max_mc":
-        return jax.vmap(functools.partial(ued_scores.max_mc, running_max=running_max))(
-            rewards, dones, values, max_returns
+        scores, max_returns = jax.vmap(functools.partial(ued_scores.max_mc, running_max=running_max))(
+            rewards, dones, values, before.max_return
         )
+        return scores, level_buffer.LevelHistory(max_returns, episodes, successes)
     _, best = jax.vmap(ued_scores.episode_returns)(rewards, dones)
-    stored = jnp.where(dones.any(1), jnp.maximum(max_returns, best) if running_max else best, max_returns)
+    highest = jnp.maximum(before.max_return, best) if running_max else best
+    max_returns = jnp.where(dones.any(1), highest, before.max_return)
     if score_function == "learnability":
-        return jax.vmap(ued_scores.learnability)(rewards, dones), stored
-    value_loss = ued_scores.positive_value_loss if score_function == "pvl" else ued_scores.l1_value_loss
-    return jax.vmap(value_loss)(advantages, dones), stored
+        scores = ued_scores.learnability(episodes, successes)
+    elif score_function == "true_regret":
+        optimal = jax.vmap(optimal_return, (0, None))(levels, max_steps)
+        scores = jax.vmap(ued_scores.true_regret)(rewards, dones, optimal)
+    else:
+        value_loss = ued_scores.positive_value_loss if score_function == "pvl" else ued_scores.l1_value_loss
+        scores = jax.vmap(value_loss)(advantages, dones)
+    return scores, level_buffer.LevelHistory(max_returns, episodes, successes)
 
 
 def select(condition: jax.Array, on_true, on_false):
@@ -499,13 +520,26 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
         # are skipped.
         cycle = select(replay, sampled_buffer, level_buffer.age_filled(buffer, ppo.num_envs))
         matched, _ = level_buffer.match_levels(cycle, levels)
-        previous_max = jnp.where(matched >= 0, cycle.max_returns[matched], 0.0)
-        scores, max_returns = level_scores(
-            transitions, advantages, previous_max, config.score_function, config.maxmc_running_max
+        scores, history = level_scores(
+            transitions,
+            advantages,
+            levels,
+            level_buffer.slot_history(cycle, matched),
+            config.score_function,
+            config.maxmc_running_max,
+            env.max_steps,
         )
         finished = transitions.done.any(0)  # envs that completed an episode
         buffer, _ = level_buffer.insert_many(
-            cycle, levels, scores, max_returns, jnp.zeros(ppo.num_envs, jnp.int32), **settings, active=finished
+            cycle,
+            levels,
+            scores,
+            history.max_return,
+            jnp.zeros(ppo.num_envs, jnp.int32),  # mutation generations: every level here is generated
+            **settings,
+            active=finished,
+            episodes=history.episodes,
+            successes=history.successes,
         )
 
         # PPO UPDATE: Robust PLR takes the step only on replay updates. At one seed the other branch is

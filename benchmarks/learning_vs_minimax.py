@@ -176,8 +176,14 @@ METHOD_SETTINGS = {
 
 MINIMAX_BEHAVIOUR = {
     "dr": (Setting("carry_across_updates", "(dr_runner.py keeps the last rollout's LSTM carry)", lambda _: True),),
-    "plr": (Setting("maxmc_running_max", "(plr.py stores the last rollout's best return)", lambda _: False),),
-    "accel": (Setting("maxmc_running_max", "(plr.py stores the last rollout's best return)", lambda _: False),),
+    "plr": (
+        Setting("maxmc_running_max", "(plr.py stores the last rollout's best return)", lambda _: False),
+        Setting("rank_ties", "(plr.py ranks equal scores by slot: a stable argsort)", lambda _: "slot_order"),
+    ),
+    "accel": (
+        Setting("maxmc_running_max", "(plr.py stores the last rollout's best return)", lambda _: False),
+        Setting("rank_ties", "(plr.py ranks equal scores by slot: a stable argsort)", lambda _: "slot_order"),
+    ),
     "paired": (Setting("teacher_lr", "lr", None),),  # paired_runner.py: `teacher_lr = lr if ... else lr`
 }
 """Where cleanued deviates from minimax on purpose behind a flag (docs/deviations.md): the flag value that

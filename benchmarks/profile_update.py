@@ -133,11 +133,20 @@ def replay_phases(module, config, args: Args, buffer: level_buffer.LevelBuffer, 
         sample_dr_level, height=config.env.maze_size, width=config.env.maze_size, n_walls=config.env.n_walls
     )
 
+    levels = jax.vmap(sample_level)(jax.random.split(jax.random.key(0), args.num_envs))
+    no_history = level_buffer.LevelHistory(zeros, zeros.astype(jnp.int32), zeros.astype(jnp.int32))
+
     def scores(total, rng):
         return touch(
             total,
             module.level_scores(
-                transitions, advantages + total, zeros, config.score_function, config.maxmc_running_max
+                transitions,
+                advantages + total,
+                levels,
+                no_history,
+                config.score_function,
+                config.maxmc_running_max,
+                config.env.max_steps,
             ),
         )
 

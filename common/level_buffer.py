@@ -1,10 +1,14 @@
 """The PLR level buffer as a struct and pure functions (docs/methods.md#plr-level-buffer), jittable and vmappable.
 
-Slots hold a level, its score, the highest return achieved on it (MaxMC), its age (staleness), a filled
+Slots hold a level, its score, the highest return achieved on it (MaxMC), its outcome counts over every
+play (finished episodes and successes, what learnability estimates p from), its age (staleness), a filled
 flag and its number of mutation generations. Replay probabilities are
     P = (1 - staleness_coef) * P_score + staleness_coef * P_staleness
 over filled slots, with P_score by rank (the k-th highest score gets (1/k)^(1/temperature)) or
-proportional (max(score, 0)^(1/temperature)), and P_staleness = age / sum(age).
+proportional (max(score, 0)^(1/temperature)), and P_staleness = age / sum(age). Under rank
+prioritization, levels with equal scores share the mean of the weights of the ranks they span, so equal
+scores get equal probability (`ties="shared"`); minimax ranks them by slot, the first slot highest
+(`ties="slot_order"`, a flagged deviation: docs/deviations.md).
 
 The bookkeeping is minimax-lib 0.2.0's `PLRManager` with `force_unique` (`minimax/util/rl/plr.py`), cycle for
 cycle (tests/test_level_buffer.py replays a recorded sequence of its cycles, tests/fixtures/minimax_plr_buffer.npz):
@@ -31,7 +35,7 @@ score distribution while the buffer is not full the unnormalised indicator of fi
 one or two levels are deduplicated like larger ones (minimax skips deduplication below three).
 """
 
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -41,6 +45,7 @@ from envs.levels import levels_equal
 from envs.maze import Level
 
 Prioritization = Literal["rank", "proportional"]
+Ties = Literal["shared", "slot_order"]
 
 
 @struct.dataclass
@@ -51,6 +56,8 @@ class LevelBuffer:
     ages: jax.Array  # int32[capacity], levels played since the slot was last replayed (staleness)
     filled: jax.Array  # bool[capacity]
     mutations: jax.Array  # int32[capacity], mutation generations (0 for generated levels)
+    episodes: jax.Array  # int32[capacity], episodes finished on the level over every play since it was inserted
+    successes: jax.Array  # int32[capacity], of those, episodes that reached the goal (a time-out is a failure)
 
     @property
     def capacity(self) -> int:
@@ -66,7 +73,27 @@ def empty_buffer(level: Level, capacity: int) -> LevelBuffer:
         ages=jnp.zeros(capacity, jnp.int32),
         filled=jnp.zeros(capacity, bool),
         mutations=jnp.zeros(capacity, jnp.int32),
+        episodes=jnp.zeros(capacity, jnp.int32),
+        successes=jnp.zeros(capacity, jnp.int32),
     )
+
+
+class LevelHistory(NamedTuple):
+    """What a slot keeps about its level's plays, for a batch of levels (each leaf [n])."""
+
+    max_return: jax.Array  # float32, highest return achieved (MaxMC's R_max)
+    episodes: jax.Array  # int32, finished episodes
+    successes: jax.Array  # int32, finished episodes that reached the goal
+
+
+def slot_history(buffer: LevelBuffer, slots: jax.Array) -> LevelHistory:
+    """The history kept in `slots` (int32[n], -1 for a level not in the buffer: zeros)."""
+    found = slots >= 0
+
+    def read(values):
+        return jnp.where(found, values[jnp.maximum(slots, 0)], 0).astype(values.dtype)
+
+    return LevelHistory(read(buffer.max_returns), read(buffer.episodes), read(buffer.successes))
 
 
 def fill_ratio(buffer: LevelBuffer) -> jax.Array:
@@ -74,24 +101,43 @@ def fill_ratio(buffer: LevelBuffer) -> jax.Array:
 
 
 def score_weights(
-    scores: jax.Array, filled: jax.Array, temperature: float, prioritization: Prioritization
+    scores: jax.Array,
+    filled: jax.Array,
+    temperature: float,
+    prioritization: Prioritization,
+    ties: Ties = "shared",
 ) -> jax.Array:
     """Unnormalized score weights of filled slots (0 for empty ones)."""
     if prioritization == "rank":
-        # Rank 1 is the highest score among filled slots; ties keep slot order (a stable sort).
-        order = jnp.argsort(jnp.where(filled, -scores, jnp.inf), stable=True)
-        ranks = jnp.empty_like(order).at[order].set(jnp.arange(1, scores.shape[0] + 1))
-        weights = (1.0 / ranks) ** (1.0 / temperature)
+        # Rank 1 is the highest score among filled slots (a stable sort: ties in slot order).
+        capacity = scores.shape[0]
+        sort_keys = jnp.where(filled, -scores, jnp.inf)
+        order = jnp.argsort(sort_keys, stable=True)
+        rank_weights = (1.0 / jnp.arange(1, capacity + 1)) ** (1.0 / temperature)
+        if ties == "shared":
+            # Each run of equal scores shares the mean weight of the ranks it spans: the group keeps the
+            # probability the slot order gave it, spread evenly (learnability and exact regret tie often).
+            sorted_keys = sort_keys[order]
+            starts = jnp.concatenate([jnp.ones(1, bool), sorted_keys[1:] != sorted_keys[:-1]])
+            group = jnp.cumsum(starts) - 1
+            totals = jax.ops.segment_sum(rank_weights, group, num_segments=capacity)
+            sizes = jax.ops.segment_sum(jnp.ones(capacity), group, num_segments=capacity)
+            rank_weights = (totals / jnp.maximum(sizes, 1.0))[group]
+        weights = jnp.empty_like(rank_weights).at[order].set(rank_weights)
     else:
         weights = jnp.maximum(scores, 0.0) ** (1.0 / temperature)
     return jnp.where(filled, weights, 0.0)
 
 
 def replay_probabilities(
-    buffer: LevelBuffer, temperature: float, staleness_coef: float, prioritization: Prioritization
+    buffer: LevelBuffer,
+    temperature: float,
+    staleness_coef: float,
+    prioritization: Prioritization,
+    ties: Ties = "shared",
 ) -> jax.Array:
     """float32[capacity]: P over filled slots (zeros while the buffer is empty)."""
-    weights = score_weights(buffer.scores, buffer.filled, temperature, prioritization)
+    weights = score_weights(buffer.scores, buffer.filled, temperature, prioritization, ties)
     # A score distribution with no mass (proportional with no positive score) is uniform over filled slots
     # rather than undefined; with no stale slot the staleness term is the score distribution (minimax).
     uniform = buffer.filled / jnp.maximum(buffer.filled.sum(), 1)
@@ -119,13 +165,14 @@ def sample_replay(
     temperature: float,
     staleness_coef: float,
     prioritization: Prioritization,
+    ties: Ties = "shared",
 ) -> tuple[LevelBuffer, jax.Array]:
     """Draw `num_levels` slots one after another, each from the replay distribution of the buffer as the
     previous draws left it (`record_draw`). Returns (the aged buffer, slot indices [num_levels]). The keys
     are minimax's (`rng, *keys = split(rng, num_levels + 1)`), so the same key draws the same slots."""
 
     def draw(buffer: LevelBuffer, rng_draw):
-        probs = replay_probabilities(buffer, temperature, staleness_coef, prioritization)
+        probs = replay_probabilities(buffer, temperature, staleness_coef, prioritization, ties)
         index = jax.random.choice(rng_draw, buffer.capacity, p=probs)
         return record_draw(buffer, index), index
 
@@ -176,9 +223,15 @@ def update_slots(
     )
 
 
-def next_slot(buffer: LevelBuffer, temperature: float, staleness_coef: float, prioritization: Prioritization):
+def next_slot(
+    buffer: LevelBuffer,
+    temperature: float,
+    staleness_coef: float,
+    prioritization: Prioritization,
+    ties: Ties = "shared",
+):
     """The slot a new level would take: the first empty one, else the filled one least likely to be replayed."""
-    probs = replay_probabilities(buffer, temperature, staleness_coef, prioritization)
+    probs = replay_probabilities(buffer, temperature, staleness_coef, prioritization, ties)
     weakest = jnp.argmin(jnp.where(buffer.filled, probs, jnp.inf))
     return jnp.where(buffer.filled.all(), weakest, jnp.argmin(buffer.filled))
 
@@ -192,8 +245,11 @@ def insert_many(
     temperature: float,
     staleness_coef: float,
     prioritization: Prioritization,
+    ties: Ties = "shared",
     active: jax.Array | None = None,
     reset_age_on_insert: bool = False,
+    episodes: jax.Array | None = None,
+    successes: jax.Array | None = None,
 ) -> tuple[LevelBuffer, jax.Array]:
     """Offer a batch of new levels to the buffer, one after another (minimax's `PLRManager.update` after
     `dedupe_levels`). Inactive levels (no finished episode) and repeats of an earlier level of the batch are
@@ -202,16 +258,21 @@ def insert_many(
     A level written over an evicted slot keeps that slot's age unless `reset_age_on_insert`. A replay batch
     can go through it too (each replayed level matches its own slot and updates it, the first copy of a
     slot drawn twice counting), which is how minimax updates both kinds of cycle with one call.
+    `episodes` and `successes` (int32[n], default 0) are the outcome counts to keep with each level, like
+    `max_returns`: its slot's counts before this play plus this rollout's (`slot_history`).
     Returns (buffer, int32[n] the slot each level wrote or updated, -1 where none)."""
+    count = scores.shape[0]
     if active is None:
-        active = jnp.ones(scores.shape[0], bool)
+        active = jnp.ones(count, bool)
+    episodes = jnp.zeros(count, jnp.int32) if episodes is None else episodes
+    successes = jnp.zeros(count, jnp.int32) if successes is None else successes
     matched, repeated = match_levels(buffer, levels)
     counts = active & ~repeated
-    settings = (temperature, staleness_coef, prioritization)
+    settings = (temperature, staleness_coef, prioritization, ties)
 
     def one(carry, new):
         buffer, written = carry  # written: bool[capacity], slots a level of this batch was written to
-        level, score, max_return, generation, match, counts = new
+        level, score, max_return, generation, finished, solved, match, counts = new
         is_new = match < 0
         target = jnp.where(is_new, next_slot(buffer, *settings), match)
         update = counts & ~is_new & ~written[target]
@@ -228,6 +289,8 @@ def insert_many(
             ages=buffer.ages.at[target].set(jnp.where(write, age, buffer.ages[target])),
             filled=buffer.filled.at[target].set(buffer.filled[target] | write),
             mutations=buffer.mutations.at[target].set(jnp.where(write, generation, buffer.mutations[target])),
+            episodes=buffer.episodes.at[target].set(jnp.where(touched, finished, buffer.episodes[target])),
+            successes=buffer.successes.at[target].set(jnp.where(touched, solved, buffer.successes[target])),
         )
         written = written.at[target].set(written[target] | write)
         return (buffer, written), jnp.where(touched, target, -1).astype(jnp.int32)
@@ -235,7 +298,7 @@ def insert_many(
     (buffer, _), slots = jax.lax.scan(
         one,
         (buffer, jnp.zeros(buffer.capacity, bool)),
-        (levels, scores, max_returns, mutations, matched, counts),
+        (levels, scores, max_returns, mutations, episodes, successes, matched, counts),
     )
     return buffer, slots
 
@@ -249,11 +312,12 @@ def insert(
     temperature: float,
     staleness_coef: float,
     prioritization: Prioritization,
+    ties: Ties = "shared",
     reset_age_on_insert: bool = False,
 ) -> tuple[LevelBuffer, jax.Array]:
     """`insert_many` of one level. Returns (buffer, the slot written or updated, or -1 when rejected)."""
     batch = jax.tree.map(lambda x: jnp.asarray(x)[None], (level, score, max_return, mutations))
     buffer, slots = insert_many(
-        buffer, *batch, temperature, staleness_coef, prioritization, reset_age_on_insert=reset_age_on_insert
+        buffer, *batch, temperature, staleness_coef, prioritization, ties, reset_age_on_insert=reset_age_on_insert
     )
     return buffer, slots[0]

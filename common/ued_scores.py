@@ -69,10 +69,22 @@ def max_mc(
     return _episode_means(highest - values, dones)[0], stored
 
 
-def learnability(rewards: jax.Array, dones: jax.Array) -> jax.Array:
-    """SFL's learnability p (1 - p), with p the share of this rollout's completed episodes that reached the goal
-    (reward > 0; a time-out fails); 0 where none completed."""
-    completed = jnp.sum(dones.astype(jnp.int32))
+def outcome_counts(rewards: jax.Array, dones: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(int32 finished episodes, int32 of which reached the goal) in this rollout; a time-out is a failure."""
     successes = jnp.sum((dones & (rewards > 0)).astype(jnp.int32))
-    p = successes / jnp.maximum(completed, 1)
+    return jnp.sum(dones.astype(jnp.int32)), successes
+
+
+def learnability(episodes: jax.Array, successes: jax.Array) -> jax.Array:
+    """SFL's learnability p (1 - p), with p = successes / episodes: the level's success rate over every episode
+    finished on it (the counts its buffer slot accumulates over all its plays, `LevelBuffer.episodes`). 0 where no
+    episode finished yet; such a level never enters a buffer (no finished episode: inactive)."""
+    p = successes / jnp.maximum(episodes, 1)
     return p * (1.0 - p)
+
+
+def true_regret(rewards: jax.Array, dones: jax.Array, optimal_return: jax.Array) -> jax.Array:
+    """Exact regret: the level's optimal return (`envs.levels.optimal_return`, from a search over the agent's
+    moves) minus the agent's mean return over the episodes it completed in this rollout. 0 on a level no policy
+    can solve within the episode limit (optimal return 0, and so is the agent's)."""
+    return optimal_return - episode_returns(rewards, dones)[0]

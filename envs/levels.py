@@ -122,6 +122,50 @@ def shortest_path_length(level: Level) -> jax.Array:
     return jnp.where(goal_dist >= unreached, -1, goal_dist)
 
 
+def optimal_steps(level: Level) -> jax.Array:
+    """The fewest steps from the start to the goal with AMaze's moves (turn left, turn right, forward; the
+    episode ends on the forward step into the goal), or -1 when the goal cannot be reached.
+
+    Breadth-first search over (direction, y, x) as repeated relaxation of a distance map: a turn keeps the
+    cell and a forward step moves one cell along the facing direction onto a free cell other than the goal."""
+    height, width = level.wall_map.shape
+    unreached = 4 * height * width + 1
+    open_cells = ~level.wall_map & ~jnp.zeros_like(level.wall_map).at[level.goal_pos[1], level.goal_pos[0]].set(True)
+    start = (
+        jnp.full((4, height, width), unreached, jnp.int32)
+        .at[level.agent_dir, level.agent_pos[1], level.agent_pos[0]]
+        .set(0)
+    )
+
+    def arrived_from_behind(dist):
+        """[4, H, W]: the distance of the cell one step behind each cell along each direction (forward moves)."""
+        padded = jnp.full((4, height + 2, width + 2), unreached, jnp.int32).at[:, 1:-1, 1:-1].set(dist)
+        return jnp.stack(
+            [padded[d, 1 - dy : 1 - dy + height, 1 - dx : 1 - dx + width] for d, (dx, dy) in enumerate(DIR_TO_VEC)]
+        )
+
+    def relax(carry):
+        dist, _ = carry
+        turned = jnp.minimum(jnp.roll(dist, 1, axis=0), jnp.roll(dist, -1, axis=0)) + 1
+        moved = jnp.where(open_cells, arrived_from_behind(dist) + 1, unreached)
+        new = jnp.minimum(dist, jnp.minimum(turned, moved))
+        return new, jnp.any(new != dist)
+
+    dist, _ = jax.lax.while_loop(lambda carry: carry[1], relax, (start, jnp.bool_(True)))
+    # The goal is reached by a forward step from the cell behind it, facing it.
+    behind = arrived_from_behind(dist)[:, level.goal_pos[1], level.goal_pos[0]]
+    steps = jnp.min(behind) + 1
+    return jnp.where(steps >= unreached, -1, steps)
+
+
+def optimal_return(level: Level, max_steps: jax.Array | int) -> jax.Array:
+    """The best return any policy gets on `level` under AMaze's reward 1 - 0.9 t / max_steps for reaching the
+    goal at step t: at t = `optimal_steps`, or 0 when the goal is unreachable or needs more than `max_steps`."""
+    steps = optimal_steps(level)
+    reachable = (steps >= 0) & (steps <= max_steps)
+    return jnp.where(reachable, 1.0 - 0.9 * steps / max_steps, 0.0).astype(jnp.float32)
+
+
 def is_solvable(level: Level) -> jax.Array:
     return shortest_path_length(level) >= 0
 

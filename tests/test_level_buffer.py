@@ -46,10 +46,10 @@ def test_replay_probabilities_match_the_numeric_check(prioritization, expected):
 class PythonBuffer:
     """A plain-Python statement of the buffer rules (common/level_buffer.py's docstring: minimax's bookkeeping)."""
 
-    def __init__(self, capacity, temperature, staleness_coef, prioritization, reset_age_on_insert=False):
+    def __init__(self, capacity, temperature, staleness_coef, prioritization, ties, reset_age_on_insert=False):
         self.slots = [None] * capacity
         self.temperature, self.staleness_coef, self.prioritization = temperature, staleness_coef, prioritization
-        self.reset_age_on_insert = reset_age_on_insert
+        self.ties, self.reset_age_on_insert = ties, reset_age_on_insert
 
     def filled(self):
         return [i for i, slot in enumerate(self.slots) if slot is not None]
@@ -61,6 +61,12 @@ class PythonBuffer:
         if self.prioritization == "rank":
             order = sorted(filled, key=lambda i: (-self.slots[i]["score"], i))
             weights = {i: (1.0 / (k + 1)) ** (1.0 / self.temperature) for k, i in enumerate(order)}
+            if self.ties == "shared":
+                for i in filled:
+                    group = [j for j in filled if self.slots[j]["score"] == self.slots[i]["score"]]
+                    weights[i] = sum((1.0 / (order.index(j) + 1)) ** (1.0 / self.temperature) for j in group) / len(
+                        group
+                    )
         else:
             weights = {i: max(self.slots[i]["score"], 0.0) ** (1.0 / self.temperature) for i in filled}
         total_weight = sum(weights.values())
@@ -113,32 +119,44 @@ def assert_same(buffer: lb.LevelBuffer, reference: PythonBuffer):
         assert float(buffer.scores[i]) == pytest.approx(slot["score"], abs=1e-6)
         assert float(buffer.max_returns[i]) == pytest.approx(slot["max_return"], abs=1e-6)
         assert int(buffer.ages[i]) == slot["age"] and int(buffer.mutations[i]) == slot["mutations"]
-    probs = lb.replay_probabilities(buffer, reference.temperature, reference.staleness_coef, reference.prioritization)
+    probs = lb.replay_probabilities(
+        buffer, reference.temperature, reference.staleness_coef, reference.prioritization, reference.ties
+    )
     np.testing.assert_allclose(probs, reference.probs(), atol=1e-5)
     assert float(probs.sum()) == pytest.approx(1.0, abs=1e-5)
 
 
 @pytest.mark.parametrize(
-    ("prioritization", "reset_age_on_insert"), [("rank", False), ("proportional", False), ("rank", True)]
+    ("prioritization", "ties", "reset_age_on_insert"),
+    [
+        ("rank", "shared", False),
+        ("rank", "slot_order", False),
+        ("proportional", "shared", False),
+        ("rank", "shared", True),
+    ],
 )
-def test_random_sequences_match_plain_python(prioritization, reset_age_on_insert):
+def test_random_sequences_match_plain_python(prioritization, ties, reset_age_on_insert):
     capacity, temperature, staleness_coef = 6, 0.3, 0.3
     pool = small_levels(10, seed=1)  # few distinct levels, so duplicates are frequent
     rng = np.random.default_rng(2)
-    settings = dict(temperature=temperature, staleness_coef=staleness_coef, prioritization=prioritization)
+    settings = dict(temperature=temperature, staleness_coef=staleness_coef, prioritization=prioritization, ties=ties)
     insert = jax.jit(functools.partial(lb.insert, **settings, reset_age_on_insert=reset_age_on_insert))
     sample = jax.jit(functools.partial(lb.sample_replay, num_levels=1, **settings))
     update = jax.jit(lb.update_slots)
     age = jax.jit(lb.age_filled)
     buffer = lb.empty_buffer(level_at(pool, 0), capacity)
-    reference = PythonBuffer(capacity, temperature, staleness_coef, prioritization, reset_age_on_insert)
+    reference = PythonBuffer(capacity, temperature, staleness_coef, prioritization, ties, reset_age_on_insert)
+
+    def draw_score():  # half the scores from a few values, so equal scores are frequent
+        return float(rng.choice([0.0, 0.25])) if rng.uniform() < 0.5 else float(rng.uniform(-0.5, 1))
+
     key = jax.random.key(3)
     operations = {"insert": 0, "update": 0, "sample": 0, "age": 0, "rejected": 0, "duplicate": 0, "inherited": 0}
     for _ in range(150):
         operation = rng.choice(["insert", "insert", "update", "sample", "age"]) if reference.filled() else "insert"
         if operation == "insert":
             index = int(rng.integers(10))
-            score, max_return, mutations = float(rng.uniform(-0.5, 1)), float(rng.uniform(0, 1)), int(rng.integers(3))
+            score, max_return, mutations = draw_score(), float(rng.uniform(0, 1)), int(rng.integers(3))
             level = level_at(pool, index)
             was_duplicate = any(reference.slots[i]["key"] == level_key(level) for i in reference.filled())
             full = len(reference.filled()) == capacity
@@ -150,7 +168,7 @@ def test_random_sequences_match_plain_python(prioritization, reset_age_on_insert
             operations["inherited"] += full and not was_duplicate and expected_slot >= 0
         elif operation == "update":
             index = int(rng.choice(reference.filled()))
-            score, max_return = float(rng.uniform(-0.5, 1)), float(rng.uniform(0, 1))
+            score, max_return = draw_score(), float(rng.uniform(0, 1))
             reference.update(index, score, max_return)
             buffer = update(
                 buffer, jnp.array([index]), jnp.array([score], jnp.float32), jnp.array([max_return], jnp.float32)
@@ -398,7 +416,12 @@ def score_inputs(data, prefix):
 def test_buffer_matches_minimax_cycle_by_cycle():
     data = load_fixture("minimax_plr_buffer.npz")
     info = json.loads(str(data["meta"]))
-    settings = dict(temperature=info["temperature"], staleness_coef=info["staleness_coef"], prioritization="rank")
+    settings = dict(
+        temperature=info["temperature"],
+        staleness_coef=info["staleness_coef"],
+        prioritization="rank",
+        ties="slot_order",
+    )
     batch = info["batch"]
     buffer = lb.empty_buffer(jax.tree.map(lambda x: x[0], fixture_levels(data, "pool_")), info["capacity"])
     jitted = Jitted(batch, settings)
@@ -460,7 +483,10 @@ def test_plr_runner_bookkeeping_matches_minimax_tick_by_tick():
     info = json.loads(str(data["meta"]))
     runner_args = info["runner_args"]
     settings = dict(
-        temperature=runner_args["temp"], staleness_coef=runner_args["staleness_coef"], prioritization="rank"
+        temperature=runner_args["temp"],
+        staleness_coef=runner_args["staleness_coef"],
+        prioritization="rank",
+        ties="slot_order",
     )
     num_envs = info["num_envs"]
     buffer = lb.empty_buffer(
@@ -492,3 +518,54 @@ def test_plr_runner_bookkeeping_matches_minimax_tick_by_tick():
         buffer = second_half(cycle, levels, scores, max_returns, jnp.asarray(active))
         assert_buffer_matches(buffer, data, prefix + "after_", probs, where)
     assert kinds == {True, False}
+
+
+def test_equal_scores_get_equal_replay_probability():
+    """A full 4000-level buffer whose scores all tie (every learnability score 0 early in a run): shared ties
+    give every slot 1/4000 and one replay sample spreads over many slots; minimax's slot order gives slot 0
+    most of the score mass."""
+    capacity, settings = 4000, dict(temperature=0.3, staleness_coef=0.3, prioritization="rank")
+    buffer = lb.empty_buffer(level_at(small_levels(1), 0), capacity)
+    buffer = buffer.replace(filled=jnp.ones(capacity, bool), ages=jnp.ones(capacity, jnp.int32))
+    shared = lb.replay_probabilities(buffer, **settings, ties="shared")
+    np.testing.assert_allclose(shared, np.full(capacity, 1 / capacity), rtol=1e-4)
+    _, slots = lb.sample_replay(jax.random.key(0), buffer, 32, **settings, ties="shared")
+    assert np.bincount(np.asarray(slots)).max() <= 2
+    slot_order = lb.replay_probabilities(buffer, **settings, ties="slot_order")
+    assert float(slot_order[0]) > 0.6
+
+
+def test_shared_ties_spread_a_group_evenly_and_keep_its_mass():
+    settings = dict(temperature=0.5, staleness_coef=0.0, prioritization="rank")
+    buffer = lb.empty_buffer(level_at(small_levels(1), 0), 6)
+    buffer = buffer.replace(
+        scores=jnp.array([0.2, 0.5, 0.2, 0.0, 0.2, 0.7]), filled=jnp.array([True, True, True, True, True, False])
+    )
+    shared = np.asarray(lb.replay_probabilities(buffer, **settings, ties="shared"))
+    slot_order = np.asarray(lb.replay_probabilities(buffer, **settings, ties="slot_order"))
+    ties = [0, 2, 4]
+    assert shared[0] == pytest.approx(shared[2]) and shared[2] == pytest.approx(shared[4])
+    assert shared[ties].sum() == pytest.approx(slot_order[ties].sum())
+    np.testing.assert_allclose(shared[[1, 3, 5]], slot_order[[1, 3, 5]], rtol=1e-6)
+    assert slot_order[0] > slot_order[2] > slot_order[4]
+
+
+def test_insert_many_keeps_outcome_counts_with_the_level():
+    settings = dict(temperature=1.0, staleness_coef=0.0, prioritization="rank")
+    levels = small_levels(3, seed=7)
+    buffer = lb.empty_buffer(level_at(levels, 0), 4)
+    zeros = jnp.zeros(3, jnp.int32)
+    buffer, slots = lb.insert_many(
+        buffer, levels, jnp.ones(3), jnp.zeros(3), zeros, **settings,
+        episodes=jnp.array([1, 2, 3], jnp.int32), successes=jnp.array([0, 1, 3], jnp.int32),
+    )  # fmt: skip
+    np.testing.assert_array_equal(slots, [0, 1, 2])
+    history = lb.slot_history(buffer, jnp.array([2, -1, 1]))
+    np.testing.assert_array_equal(history.episodes, [3, 0, 2])
+    np.testing.assert_array_equal(history.successes, [3, 0, 1])
+    buffer, _ = lb.insert_many(
+        buffer, jax.tree.map(lambda x: x[1:2], levels), jnp.ones(1), jnp.zeros(1), zeros[:1], **settings,
+        episodes=jnp.array([5], jnp.int32), successes=jnp.array([4], jnp.int32),
+    )  # fmt: skip
+    np.testing.assert_array_equal(buffer.episodes, [1, 5, 3, 0])
+    np.testing.assert_array_equal(buffer.successes, [0, 4, 3, 0])

@@ -21,7 +21,7 @@ from flax.training.train_state import TrainState
 
 from algos import dr, plr
 from benchmarks.learning_vs_minimax import parameter_tree
-from common import ued_scores
+from common import level_buffer, ued_scores
 from envs.maze import Observation
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -239,14 +239,20 @@ def test_plr_level_scores_match():
     transitions, advantages = transitions_of(data), jnp.asarray(data["advantages"])
     stored = jnp.asarray(np.where(np.isfinite(data["stored_max_returns"]), data["stored_max_returns"], 0.0))
     assert (data["level_slots"] >= 0).all(), "a replay batch"
+    no_counts = jnp.zeros(stored.shape, jnp.int32)
+    before = level_buffer.LevelHistory(stored, no_counts, no_counts)
+
+    def level_scores(score_function, running_max):  # these scores read neither the levels nor the episode limit
+        return plr.level_scores(transitions, advantages, None, before, score_function, running_max, None)
+
     for score_function, expected in (("max_mc", "max_mc"), ("pvl", "pvl"), ("l1_value_loss", "l1_value_loss")):
         for running_max in (False, True):  # the score is the same; only what the slot keeps differs
-            scores, _ = plr.level_scores(transitions, advantages, stored, score_function, running_max)
+            scores, _ = level_scores(score_function, running_max)
             np.testing.assert_allclose(scores, data[expected], atol=1e-6, err_msg=score_function)
-    _, max_returns = plr.level_scores(transitions, advantages, stored, "max_mc", running_max=False)
-    np.testing.assert_allclose(max_returns, data["max_mc_rollout_max_return"], atol=1e-6)
-    _, running = plr.level_scores(transitions, advantages, stored, "max_mc", running_max=True)
-    np.testing.assert_allclose(running, np.maximum(stored, data["max_mc_rollout_max_return"]), atol=1e-6)
+    _, kept = level_scores("max_mc", running_max=False)
+    np.testing.assert_allclose(kept.max_return, data["max_mc_rollout_max_return"], atol=1e-6)
+    _, kept = level_scores("max_mc", running_max=True)
+    np.testing.assert_allclose(kept.max_return, np.maximum(stored, data["max_mc_rollout_max_return"]), atol=1e-6)
 
 
 @pytest.mark.parametrize("case", range(4))

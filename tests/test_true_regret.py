@@ -1,0 +1,140 @@
+"""The exact-regret score: `envs.levels.optimal_steps` against a plain-Python breadth-first search over AMaze's
+moves, the optimal return against the env's own reward on the shortest action sequence, and
+`common.ued_scores.true_regret` against its formula on a recorded rollout."""
+
+from collections import deque
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from common import ued_scores
+from envs.levels import level_from_text, optimal_return, optimal_steps, sample_dr_level
+from envs.maze import ACTION_FORWARD, ACTION_LEFT, ACTION_RIGHT, DIR_TO_VEC, EnvParams, reset_to_level, step
+
+HAND_MADE = {
+    "straight ahead": ([">..G"], 3),
+    "turn first": (["<..G"], 5),  # two turns, then three steps
+    "around a corner": ([">.#", "#.#", "#.G"], 6),  # forward, right, forward, forward, left, into the goal
+    "dead end": (
+        [
+            "^.....",
+            ".####.",
+            ".#..#.",
+            ".#G.#.",
+            ".##.#.",
+            "......",
+        ],
+        None,
+    ),
+    "walled off": (["v#G", "##.", "..."], -1),
+    "goal behind the agent": ([".G>"], 3),  # turn, turn, then forward into the goal
+}
+
+
+def python_shortest(level) -> tuple[int, list[int]]:
+    """(steps, actions) of a shortest way to the goal by breadth-first search over (x, y, direction), with the
+    env's rules written out: turns keep the cell, forward moves onto a free cell, forward into the goal ends."""
+    walls = np.asarray(level.wall_map)
+    height, width = walls.shape
+    goal = tuple(np.asarray(level.goal_pos).tolist())
+    start = (*np.asarray(level.agent_pos).tolist(), int(level.agent_dir))
+    parents = {start: None}
+    queue = deque([start])
+    while queue:
+        x, y, direction = state = queue.popleft()
+        dx, dy = DIR_TO_VEC[direction]
+        ahead = (x + dx, y + dy)
+        if ahead == goal:
+            actions = [ACTION_FORWARD]
+            while parents[state] is not None:
+                state, action = parents[state]
+                actions.append(action)
+            return len(actions), actions[::-1]
+        moves = [((x, y, (direction - 1) % 4), ACTION_LEFT), ((x, y, (direction + 1) % 4), ACTION_RIGHT)]
+        if 0 <= ahead[0] < width and 0 <= ahead[1] < height and not walls[ahead[1], ahead[0]]:
+            moves.append(((*ahead, direction), ACTION_FORWARD))
+        for following, action in moves:
+            if following not in parents:
+                parents[following] = (state, action)
+                queue.append(following)
+    return -1, []
+
+
+@pytest.mark.parametrize("name", HAND_MADE)
+def test_optimal_steps_on_hand_made_levels(name):
+    rows, expected = HAND_MADE[name]
+    level = level_from_text("\n".join(rows))
+    steps, _ = python_shortest(level)
+    if expected is not None:
+        assert steps == expected
+    assert int(optimal_steps(level)) == steps
+
+
+def test_optimal_steps_match_plain_python_on_random_levels():
+    levels = jax.vmap(lambda rng: sample_dr_level(rng, 7, 7, 20))(jax.random.split(jax.random.key(0), 60))
+    computed = np.asarray(jax.jit(jax.vmap(optimal_steps))(levels))
+    expected = [python_shortest(jax.tree.map(lambda x, i=i: x[i], levels))[0] for i in range(60)]
+    np.testing.assert_array_equal(computed, expected)
+    assert (computed == -1).any() and (computed > 10).any()
+
+
+@pytest.mark.parametrize("max_steps", [50, 12])
+def test_the_env_pays_the_optimal_return_on_the_shortest_action_sequence(max_steps):
+    level = level_from_text("\n".join(HAND_MADE["dead end"][0]))
+    steps, actions = python_shortest(level)
+    params = EnvParams(max_steps=max_steps)
+    _, state = reset_to_level(None, level, params)
+    total, done = 0.0, False
+    for action in actions:
+        _, state, reward, done, _ = step(None, state, jnp.int32(action), params)
+        total += float(reward)
+        if done:
+            break
+    expected = 1.0 - 0.9 * steps / max_steps if steps <= max_steps else 0.0
+    assert float(optimal_return(level, max_steps)) == pytest.approx(expected)
+    assert total == pytest.approx(expected)
+    assert bool(done)
+
+
+def test_unsolvable_and_too_far_levels_have_optimal_return_zero():
+    assert float(optimal_return(level_from_text("\n".join(HAND_MADE["walled off"][0])), 250)) == 0.0
+    assert float(optimal_return(level_from_text("<..G"), 4)) == 0.0  # 5 steps needed
+    assert float(optimal_return(level_from_text("<..G"), 5)) == pytest.approx(0.1)
+
+
+def test_true_regret_on_a_recorded_rollout():
+    """A random policy on a small level for 40 steps with restarts; the score is the optimal return minus the mean
+    return of the episodes that finished (not the last, cut off), computed here by hand from the recorded rewards."""
+    level = level_from_text("^..G")
+    params = EnvParams(max_steps=8)
+    _, state = reset_to_level(None, level, params)
+    rewards, dones = [], []
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        _, state, reward, done, _ = step(None, state, jnp.int32(rng.choice(3, p=[0.2, 0.2, 0.6])), params)
+        rewards.append(float(reward))
+        dones.append(bool(done))
+        if done:
+            _, state = reset_to_level(None, level, params)
+    finished_returns, running = [], 0.0
+    for reward, done in zip(rewards, dones, strict=True):
+        running += reward
+        if done:
+            finished_returns.append(running)
+            running = 0.0
+    assert 0 < sum(r > 0 for r in finished_returns) < len(finished_returns), "the recording mixes outcomes"
+    best = float(optimal_return(level, 8))
+    score = ued_scores.true_regret(jnp.array(rewards), jnp.array(dones), jnp.float32(best))
+    assert float(score) == pytest.approx(best - np.mean(finished_returns), abs=1e-6)
+
+
+def test_learnability_counts_every_finished_episode():
+    rewards = jnp.array([0.0, 0.9, 0.0, 0.0, 0.0, 0.8, 0.0])
+    dones = jnp.array([False, True, False, False, True, True, False])
+    episodes, successes = ued_scores.outcome_counts(rewards, dones)
+    assert (int(episodes), int(successes)) == (3, 2)
+    assert float(ued_scores.learnability(episodes, successes)) == pytest.approx(2 / 9)
+    assert float(ued_scores.learnability(jnp.int32(0), jnp.int32(0))) == 0.0
+    assert float(ued_scores.learnability(episodes + 1, successes)) == pytest.approx(0.25)

@@ -22,7 +22,6 @@ Diff against: algos/dr.py.
 
 import functools
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, NamedTuple
@@ -34,7 +33,6 @@ import numpy as np
 import optax
 from flax import struct
 from flax.training.train_state import TrainState
-from jax.experimental import io_callback
 from tyro.conf import OmitArgPrefixes
 
 # SCAFFOLDING: put the repo root on sys.path so `python algos/sfl.py` can import envs and common.
@@ -164,6 +162,11 @@ class Config:
                     f"({self.run.log_interval}): refreshes happen between chunks",
                 ),
                 (
+                    self.score_steps < env.max_steps,
+                    f"--score-steps ({self.score_steps}) must be at least --max-steps ({env.max_steps}), so every "
+                    "scored level finishes an episode",
+                ),
+                (
                     self.buffer_size > self.score_batches * self.score_batch_size,
                     f"--buffer-size ({self.buffer_size}) must not exceed the levels scored per refresh "
                     f"(--score-batches x --score-batch-size = {self.score_batches * self.score_batch_size})",
@@ -267,7 +270,9 @@ class RunnerState:
     buffer: Level  # [buffer_size], the most learnable levels of the last refresh
     learnability: jax.Array  # float32[buffer_size], their p (1 - p)
     success: jax.Array  # float32[buffer_size], their p
-    scoring: jax.Array  # float32[3]: of the last refresh, the share of levels with 0 < p < 1, mean p, seconds
+    refreshed_at: jax.Array  # int32[], the update at which the last refresh rebuilt the buffer
+    learnable_fraction: jax.Array  # float32[], of the levels the last refresh scored, the share with 0 < p < 1
+    scored_success: jax.Array  # float32[], their mean p
     rng: jax.Array
     rng_eval: jax.Array  # fixed per seed; evaluation keys are folded with the update so training never depends on them
     update: jax.Array  # int32[], PPO updates done
@@ -418,8 +423,9 @@ def tally(completed, successes, done, reward, counted: int):
 
 
 def learnability(completed: jax.Array, successes: jax.Array, counted: int) -> tuple[jax.Array, jax.Array]:
-    """(p (1 - p), p) per level from its completed episodes and successes among the first `counted` of them; a
-    level that completed no episode has p = 0 (its learnability is 0)."""
+    """(p (1 - p), p) per level from its completed episodes and successes among the first `counted` of them. A
+    level that completed no episode would have p = 0 (learnability 0, never kept) where the authors' code divides
+    by zero (NaN, which their argsort ranks first); it cannot occur, since --score-steps is at least --max-steps."""
     p = successes / jnp.maximum(jnp.minimum(completed, counted), 1)
     return p * (1.0 - p), p
 
@@ -471,17 +477,6 @@ def make_optimizer(config: Config):
     return optax.chain(optax.clip_by_global_norm(ppo.max_grad_norm), optax.adam(learning_rate, eps=ppo.adam_eps))
 
 
-CLOCK_PERIOD = 1e4
-"""Seconds after which `now` wraps around: float32 keeps it to a millisecond."""
-
-
-def now(dependency) -> jax.Array:
-    """The host's clock (modulo CLOCK_PERIOD) as a float32[], read once `dependency` is computed: timing inside
-    jit for a log column; training never depends on it."""
-    clock = lambda _: np.float32(time.perf_counter() % CLOCK_PERIOD)  # noqa: E731
-    return io_callback(clock, jax.ShapeDtypeStruct((), jnp.float32), dependency)
-
-
 def make_train(config: Config) -> driver.BatchedOverSeeds:
     env, ppo, run = config.env, config.ppo, config.run
     env_params = config.env_params
@@ -508,7 +503,9 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
             buffer=buffer,
             learnability=zeros,
             success=zeros,
-            scoring=jnp.zeros(3),
+            refreshed_at=jnp.int32(0),
+            learnable_fraction=jnp.float32(0),
+            scored_success=jnp.float32(0),
             rng=rng,
             rng_eval=rng_eval,
             update=jnp.int32(0),
@@ -541,29 +538,23 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
         _, scored = jax.lax.scan(score_batch, None, jax.random.split(rng_score, config.score_batches))
         scores, success, levels = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), scored)
         buffer, buffer_scores, buffer_success = most_learnable(scores, success, levels, config.buffer_size)
-        learnable = ((success > 0) & (success < 1)).mean(dtype=jnp.float32)
         return runner.replace(
             buffer=buffer,
             learnability=buffer_scores,
             success=buffer_success,
-            scoring=runner.scoring.at[:2].set(jnp.stack([learnable, success.mean()])),
+            refreshed_at=runner.update,
+            learnable_fraction=((success > 0) & (success < 1)).mean(dtype=jnp.float32),
+            scored_success=success.mean(),
             rng=rng,
         )
 
     def refresh_seeds(runner: RunnerState) -> RunnerState:
         """A refresh of every seed when this chunk starts a refresh period. Seeds move in lockstep, so seed 0's
-        update count decides for all, outside the vmap: a chunk without a refresh really skips it."""
-
-        def timed_refresh():
-            started, held = jax.lax.optimization_barrier((now(runner.update), runner))  # read the clock first
-            refreshed = vmap_seeds(refresh)(held)
-            seconds = (now(refreshed.learnability) - started) % CLOCK_PERIOD
-            return refreshed.replace(scoring=refreshed.scoring.at[:, 2].set(seconds))
-
-        def no_refresh():
-            return runner.replace(scoring=runner.scoring.at[:, 2].set(jnp.nan))
-
-        return jax.lax.cond(runner.update[0] % config.refresh_interval == 0, timed_refresh, no_refresh)
+        update count decides for all, outside the vmap: a chunk without a refresh really skips it. Chunks start
+        on multiples of --log-interval, which divides --refresh-interval, and the driver refuses a resume off
+        that grid, so no refresh is ever skipped."""
+        refresh_due = runner.update[0] % config.refresh_interval == 0
+        return jax.lax.cond(refresh_due, vmap_seeds(refresh), lambda runner: runner, runner)
 
     def update(runner: RunnerState, _):
         rng, rng_levels, rng_reset, rng_rollout, rng_ppo = jax.random.split(runner.rng, 5)
@@ -601,8 +592,9 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
             "sfl/buffer_learnability": runner.learnability.mean(),
             "sfl/buffer_max_learnability": runner.learnability.max(),
             "sfl/buffer_success": runner.success.mean(),
-            "sfl/learnable_fraction": runner.scoring[0],
-            "sfl/scored_success": runner.scoring[1],
+            "sfl/learnable_fraction": runner.learnable_fraction,
+            "sfl/scored_success": runner.scored_success,
+            "sfl/refreshed_at": runner.refreshed_at.astype(jnp.float32),
             "health/finite": finite,
         }
         runner = runner.replace(
@@ -614,13 +606,7 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
         return jax.lax.scan(update, runner, None, run.log_interval)
 
     def step_seeds(runner: RunnerState):
-        runner = refresh_seeds(runner)
-        runner, metrics = vmap_seeds(step_chunk)(runner)
-        # The scoring time of this chunk's refresh, for every update of the chunk (0 without one).
-        return runner, {
-            **metrics,
-            "time/scoring_seconds": jnp.zeros_like(metrics["train/episodes"]) + runner.scoring[:, 2:],
-        }
+        return vmap_seeds(step_chunk)(refresh_seeds(runner))
 
     def evaluate_runner(runner: RunnerState) -> dict:
         # EVAL

@@ -3,6 +3,7 @@ time-outs failing, levels with few episodes), scoring a scripted policy on real 
 top K, the batch's buffer/fresh split, scoring memory independent of its length, exact resume across a
 refresh, and invalid flag combinations."""
 
+import csv
 import subprocess
 import sys
 from pathlib import Path
@@ -117,12 +118,28 @@ def test_resume_across_a_refresh_is_exact(tmp_path):
     assert_states_close(*states)
 
 
+def test_refreshes_keep_their_schedule_across_a_resume(tmp_path):
+    """Stopped at update 6, between two refreshes (every 4 updates), and resumed: the buffer is rebuilt at 8 as
+    it would have been, and at no other update."""
+    config = with_flags(sfl.Config(), **{**TINY, "total_updates": 12}, runs_dir=str(tmp_path), run_name="r")
+    run_script(sfl, with_flags(config, total_env_steps=6 * config.env_steps_per_update))
+    run_dir = run_script(sfl, with_flags(config, resume=True))
+    with open(run_dir / "logs.csv") as file:
+        rows = [row for row in csv.DictReader(file) if row["seed"] == "0"]
+    updates = [int(row["update"]) for row in rows]
+    assert updates == list(range(2, 13, 2))
+    interval, chunk = TINY["refresh_interval"], TINY["log_interval"]
+    refreshed = [float(row["sfl/refreshed_at"]) for row in rows]
+    assert refreshed == [interval * ((update - chunk) // interval) for update in updates]
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
         (dict(buffer_size=40), "--buffer-size \\(40\\) must not exceed the levels scored per refresh"),
         (dict(buffer_fraction=1.5), "--buffer-fraction must be in \\[0, 1\\]"),
         (dict(refresh_interval=3), "--refresh-interval \\(3\\) must be a multiple of --log-interval \\(2\\)"),
+        (dict(score_steps=7), "--score-steps \\(7\\) must be at least --max-steps \\(8\\)"),
     ],
 )
 def test_invalid_combinations_fail_in_one_line(flags, message):

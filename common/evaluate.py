@@ -5,17 +5,21 @@
 
 Loads the newest checkpoint (or --checkpoint), rebuilds the script's `Config` and `ActorCritic` from the
 `script` recorded in config.json (only scripts in algos/ are ever loaded) and evaluates the policy named by
---policy with `common.heldout_eval` (sampled actions, the first episode of each attempt counts). Writes a
-CSV (one row per maze per seed) and prints, per maze, the mean over seeds with its 95% Student-t interval
-(none with fewer than 3 seeds). `--gif` saves seed 0's first episode on each maze as an animated GIF, cropped
-around the agent on big mazes.
+--policy with `common.heldout_eval` (sampled actions, the first episode of each attempt counts). A folder that
+is still training may prune the newest checkpoint while it is being read; the then newest one is read instead.
+Writes a CSV (one row per maze per seed) and prints, per maze, the mean over seeds with its interval under the
+policy `python -m common.report` shares (`common.report.mean_and_interval`: 95% Student-t, clipped to [0, 1],
+none below 3 seeds). `--gif` saves seed 0's first episode on each maze as an animated GIF, cropped around the
+agent on big mazes.
 
 `--risk` adds the adversarial evaluation of Rutherford et al., 2024 ("No Regrets", SFL): sample --risk-levels
-solvable training-distribution mazes, play --risk-episodes attempts on each, twice with independent
-randomness; for each alpha in RISK_ALPHAS (percent), rank the levels by the first pass's win rate, take the
-worst alpha percent and report the second pass's mean win rate on them, so the selection does not bias the
-estimate (CVaR of the win rate). Written to <run-dir>/eval/risk_<update>_<time>.csv (a row per seed per
-alpha), which `python -m common.report` reads.
+solvable mazes of --risk-maze-size with --risk-walls walls, play --risk-episodes attempts of at most
+--risk-max-steps steps on each (the authors' 13x13, 60 walls, 250 steps by default, whatever the run trained
+on), twice with independent randomness; for each alpha in RISK_ALPHAS (percent), rank the levels by the first
+pass's win rate, take the worst alpha percent and report the second pass's mean win rate on them, so the
+selection does not bias the estimate (CVaR of the win rate). Written to <run-dir>/eval/risk_<update>_<time>.csv
+(a row per seed per alpha, with the maze size, walls and step limit played), which `python -m common.report`
+reads.
 """
 
 import csv
@@ -32,17 +36,12 @@ from typing import Annotated
 import jax
 import numpy as np
 import tyro
-from scipy import stats
 from tyro.conf import arg
 
 # SCAFFOLDING: the repo root on sys.path so `python common/evaluate.py` works like `python -m common.evaluate`.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common.checkpoint import (  # noqa: E402
-    list_checkpoints,
-    load,
-    write_atomic,  # noqa: E402
-)
+from common.checkpoint import list_checkpoints, load, write_atomic  # noqa: E402
 from common.config import (  # noqa: E402
     AT_LEAST_ONE,
     NON_NEGATIVE,
@@ -56,15 +55,17 @@ from common.config import (  # noqa: E402
 from common.errors import ConfigError  # noqa: E402
 from common.heldout_eval import evaluate_policy, play_levels  # noqa: E402
 from common.provenance import REPO_ROOT  # noqa: E402
+from common.report import MIN_SEEDS_FOR_INTERVAL, RiskSetup, interval_policy, mean_and_interval  # noqa: E402
 from common.runs import one_line_errors  # noqa: E402
 from envs.heldout import HELDOUT_MAZES, get_heldout_maze  # noqa: E402
 from envs.levels import sample_dr_level, shortest_path_length  # noqa: E402
 from envs.render import MIN_CELL_PIXELS, render_rollout, save_gif  # noqa: E402
 
-RISK_ALPHAS = (0.01, 0.1, 1.0, 5.0, 10.0, 20.0, 50.0, 100.0)
-"""The worst fractions of levels (percent) the risk evaluation reports, as in SFL."""
-MIN_SEEDS_FOR_INTERVAL = 3
-"""Below this a Student-t interval over seeds is wider than the metric's range and says nothing."""
+RISK_ALPHAS = (0.01, 0.1, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
+"""The worst fractions of levels (percent) the risk evaluation reports: SFL's for its maze
+(sfl/deploy/eval_minigrid_2_analyse.py: 1, 2, 5, 10, 20, 50, 100, with 0.1 and 0.01 first)."""
+PRUNED_RETRIES = 5
+"""Times the newest checkpoint is looked up again when the training process prunes it before it is read."""
 GIF_MAX_FRAMES = 600
 GIF_MAX_PIXELS = 480
 
@@ -97,6 +98,8 @@ class Args:
     """Interior size of the risk evaluation's mazes (SFL: 13)."""
     risk_walls: Annotated[int, NON_NEGATIVE] = 60
     """Walls drawn with replacement per risk-evaluation maze (SFL: 60)."""
+    risk_max_steps: Annotated[int, AT_LEAST_ONE] = 250
+    """Steps per risk-evaluation attempt (SFL: 250, its maze's episode limit), whatever the run trained with."""
     batch: Annotated[int, AT_LEAST_ONE] = 4096
     """Attempts played per jitted call of the risk evaluation (memory against calls)."""
 
@@ -111,19 +114,9 @@ class Args:
                 raise ConfigError(f"unknown maze {name!r}; choose from {', '.join(HELDOUT_MAZES)}")
 
 
-def mean_and_interval(values, low: float = 0.0, high: float = 1.0) -> tuple[float, tuple[float, float] | None]:
-    """Mean over seeds and its 95% Student-t interval, clipped to the metric's range [low, high]; no interval
-    with fewer than MIN_SEEDS_FOR_INTERVAL seeds."""
-    values = np.asarray(values, dtype=np.float64)
-    mean = float(values.mean())
-    if len(values) < MIN_SEEDS_FOR_INTERVAL:
-        return mean, None
-    half_width = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
-    return mean, (max(low, mean - half_width), min(high, mean + half_width))
-
-
 def describe(values) -> str:
-    """'0.860 [0.712, 1.000]', or just the mean when there are too few seeds for an interval."""
+    """'0.860 [0.712, 1.000]' (the mean over seeds and its 95% interval, as the report gives it), or just the mean
+    when there are too few seeds for an interval."""
     mean, interval = mean_and_interval(values)
     return f"{mean:.3f}" if interval is None else f"{mean:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
 
@@ -147,15 +140,34 @@ def load_run(run_dir: Path, checkpoint: Path | None):
     saved = read_saved_config(run_dir)
     module = load_script(saved["script"])
     config = with_flags(config_from_saved(module.Config, saved["config"], run_dir), resume=False)
-    if checkpoint is None:
+    if checkpoint is not None and not checkpoint.is_file():
+        raise ConfigError(f"--checkpoint {checkpoint} does not exist")
+    rngs = jax.random.split(jax.random.key(config.run.seed), config.run.num_seeds)
+    template = jax.eval_shape(module.make_train(config).init, rngs)
+    if checkpoint is not None:
+        runner, update, _ = load(checkpoint, template)
+    else:
+        runner, update = load_newest(run_dir, template)
+    return module, config, runner, update
+
+
+def load_newest(run_dir: Path, template) -> tuple[object, int]:
+    """(runner state, update) of the run's newest checkpoint. While a run trains, each save prunes the oldest
+    checkpoints, so the newest found may be gone when it is opened; the newest is then looked up again (a newer
+    one has replaced it). Once opened, a file is read whole, so a later prune cannot tear it."""
+    for _ in range(PRUNED_RETRIES):
         found = list_checkpoints(run_dir / "checkpoints")
         if not found:
             raise ConfigError(f"{run_dir} has no checkpoints yet")
-        checkpoint = found[-1]
-    functions = module.make_train(config)
-    rngs = jax.random.split(jax.random.key(config.run.seed), config.run.num_seeds)
-    runner, update, _ = load(checkpoint, jax.eval_shape(functions.init, rngs))
-    return module, config, runner, update
+        try:
+            runner, update, _ = load(found[-1], template)
+            return runner, update
+        except FileNotFoundError:
+            continue
+    raise ConfigError(
+        f"{run_dir}: the newest checkpoint was pruned before it could be read, {PRUNED_RETRIES} times; "
+        "give one from checkpoints/archive/ with --checkpoint"
+    )
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:
@@ -194,12 +206,12 @@ def risk_win_rates(args: Args, rng, module, network, params, config, levels) -> 
     """[2 passes, seeds, levels] win rates: each level attempted --risk-episodes times per pass."""
     attempts = jax.tree.map(lambda x: np.repeat(x, args.risk_episodes, axis=0), levels)  # [levels * episodes]
     total, lstm_size = attempts.wall_map.shape[0], config.ppo.lstm_size
-    max_steps = config.env_params.max_steps
+    env_params = config.env_params.replace(max_steps=args.risk_max_steps)  # the evaluation's limit, not the run's
 
     @jax.jit
     def play(rngs, seed_params, chunk):
         carry = module.initial_carry(chunk.wall_map.shape[0], lstm_size)
-        played = lambda key, p: play_levels(key, network.apply, p, carry, chunk, config.env_params, max_steps)  # noqa: E731
+        played = lambda key, p: play_levels(key, network.apply, p, carry, chunk, env_params, args.risk_max_steps)  # noqa: E731
         return jax.vmap(lambda key, p: played(key, p).returns > 0)(rngs, seed_params)
 
     passes, started, interactive = [], time.perf_counter(), sys.stderr.isatty()
@@ -235,9 +247,10 @@ def main(args: Args) -> None:
     rows = []
     print(f"{args.run_dir} at update {update}, policy {args.policy}, {num_seeds} seeds x {args.episodes} episodes")
     if num_seeds < MIN_SEEDS_FOR_INTERVAL:
-        print(f"means over {num_seeds} seeds; no interval: fewer than {MIN_SEEDS_FOR_INTERVAL} seeds cannot bound one")
+        policy = f"no interval: fewer than {MIN_SEEDS_FOR_INTERVAL} seeds"
     else:
-        print(f"means over {num_seeds} seeds with their 95% Student-t interval, clipped to [0, 1]")
+        policy = "with their interval"
+    print(f"means over {num_seeds} seeds, {policy} (interval policy, as in the report: {interval_policy(0.95)})")
     for index, name in enumerate(args.mazes):
         maze = get_heldout_maze(name)
 
@@ -269,6 +282,10 @@ def main(args: Args) -> None:
         write_csv(out, rows)
         print(f"wrote {out}")
     if args.risk:
+        setup = RiskSetup(
+            args.risk_levels, args.risk_episodes, args.risk_maze_size, args.risk_walls, args.risk_max_steps
+        )
+        print(f"risk evaluation: {setup.describe()}")
         rng_levels, rng_play = jax.random.split(jax.random.fold_in(jax.random.key(args.seed), len(HELDOUT_MAZES)))
         levels = sample_solvable_levels(rng_levels, args.risk_levels, args.risk_maze_size, args.risk_walls)
         first, second = risk_win_rates(args, rng_play, module, network, params, config, levels)
@@ -276,14 +293,7 @@ def main(args: Args) -> None:
         for alpha in RISK_ALPHAS:
             values = [cvar(first[seed], second[seed], alpha) for seed in range(num_seeds)]
             risk_rows += [
-                {
-                    "seed": seed,
-                    "update": update,
-                    "levels": args.risk_levels,
-                    "episodes": args.risk_episodes,
-                    "alpha": alpha,
-                    "win_rate": value,
-                }  # fmt: skip
+                {"seed": seed, "update": update, **setup._asdict(), "alpha": alpha, "win_rate": value}
                 for seed, value in enumerate(values)
             ]
             print(f"{'worst ' + f'{alpha:g}%':>18}: win rate {describe(values)}")

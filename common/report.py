@@ -2,76 +2,148 @@
 with sound intervals, probability of improvement, learning curves and the risk (CVaR) curve.
 
     python -m common.report runs/dr runs/plr --out reports/small
-    python -m common.report DR=runs/dr_a DR=runs/dr_b "Robust PLR=runs/plr" --out reports/small
+    python -m common.report --label DR=runs/dr_a --label DR=runs/dr_b --label "Robust PLR=runs/plr" --out reports/small
 
-Run folders are grouped by method: the script named in each config.json (`algos/accel.py` -> `accel`), or the
-LABEL of a LABEL=RUN_DIR argument; folders of one method pool their seeds (two 3-seed runs are 6 seeds). Each
-folder contributes its newest held-out evaluation (`eval/evaluate_<update>_<time>.csv`, highest update, then
-latest time: `python -m common.evaluate` writes them), its logs.csv, and its newest risk evaluation if it has
-one (`eval/risk_*.csv`, from `python -m common.evaluate --risk`).
+Run folders are grouped by method: the script named in each config.json (`algos/accel.py` -> `accel`) for a
+positional folder, NAME for `--label NAME=RUN_DIR` (the name ends at the first `=`, so any run name, `lr=3e-4`
+too, works either way); folders of one method pool their seeds (two 3-seed runs are 6 seeds), and a folder given
+twice is refused. Each folder contributes its newest held-out evaluation (`eval/evaluate_<update>_<time>.csv`,
+highest update, then latest time: `python -m common.evaluate` writes them), its logs.csv, and its newest risk
+evaluation if it has one (`eval/risk_*.csv`, from `python -m common.evaluate --risk`). A score that is not a
+number in [0, 1] is refused, naming its file and line; so are risk evaluations of different configurations.
+
+The interval policy, shared with `python -m common.evaluate` (`mean_and_interval`): a mean over seeds gets a
+Student-t interval clipped to [0, 1]; aggregates across mazes and the probability of improvement get stratified
+bootstrap intervals; nothing gets an interval below MIN_SEEDS_FOR_INTERVAL seeds (its cells are empty).
 
 Writes to --out:
-  summary.csv   method, maze, n_seeds, mean, ci_low, ci_high: per maze the mean solve rate over seeds with a
-                95% percentile bootstrap interval over seeds; per method two rows across mazes, `mean` (of all
-                seed-by-maze scores) and `IQM` (interquartile mean: scipy.stats.trim_mean(scores, 0.25)), with
-                stratified bootstrap intervals (seeds resampled within each maze), as in Agarwal et al., 2021,
-                "Deep Reinforcement Learning at the Edge of the Statistical Precipice"
-  summary.md    the same table in markdown (also printed)
+  summary.csv   method, maze, n_seeds, mean, ci_low, ci_high: per maze the mean solve rate over seeds with its
+                Student-t interval; per method two rows across mazes, `mean` (of all seed-by-maze scores) and
+                `IQM` (interquartile mean: scipy.stats.trim_mean(scores, --trim)), with stratified bootstrap
+                intervals (seeds resampled within each maze), as in Agarwal et al., 2021, "Deep Reinforcement
+                Learning at the Edge of the Statistical Precipice"
+  summary.md    the same table in markdown, headed by the interval policy (also printed)
   improvement.csv  method_x, method_y, probability, ci_low, ci_high: P(X > Y), the chance that a seed of X
                 beats a seed of Y on a maze (ties count half), averaged over mazes, stratified bootstrap interval
-  risk.csv      method, alpha, n_seeds, mean, ci_low, ci_high of the risk evaluation, where one exists
-  curves.png, mazes.png, aggregates.png, risk.png (with risk.csv)
-Intervals need two seeds at least; with one their cells are empty.
+  risk.csv      method, the risk evaluation's configuration, alpha, n_seeds, mean, ci_low, ci_high
+  curves.png, mazes.png, aggregates.png, risk.png
+A file that is not written (improvement.csv with one method, risk.csv and risk.png without a risk evaluation) is
+named in a printed line that says why.
 """
 
 import csv
 import itertools
+import math
 import re
 import sys
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 import matplotlib
 import numpy as np
 import tyro
 from scipy import stats
+from tyro.conf import UseAppendAction, arg
 
 matplotlib.use("Agg")  # files only, never a window
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 # SCAFFOLDING: the repo root on sys.path so `python common/report.py` works like `python -m common.report`.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common.config import AT_LEAST_ONE, FRACTION, Range, raise_first, range_problems, read_saved_config  # noqa: E402
+from common.config import AT_LEAST_ONE, Range, raise_first, range_problems, read_saved_config  # noqa: E402
 from common.errors import ConfigError  # noqa: E402
 from common.runs import one_line_errors  # noqa: E402
 
 EVALUATION = re.compile(r"^evaluate_(\d+)_(\d{8}-\d{6})\.csv$")
 RISK = re.compile(r"^risk_(\d+)_(\d{8}-\d{6})\.csv$")
 AGGREGATES = ("mean", "IQM")
+RECORDED_LATER = ("maze_size", "walls", "max_steps")
+"""Risk CSV columns that older risk evaluations lack (their setting was not recorded)."""
+MIN_SEEDS_FOR_INTERVAL = 3
+"""No interval over fewer seeds: a 95% Student-t interval over 2 seeds is the mean +- 6.35 standard errors (wider
+than [0, 1] for any spread), and a bootstrap over 2 seeds claims a precision they cannot give."""
+
+
+def interval_policy(confidence: float) -> str:
+    """The interval policy of evaluate's output and of every table and figure of the report, in words."""
+    return (
+        f"{confidence:.0%} Student-t interval over seeds, clipped to [0, 1]; none below {MIN_SEEDS_FOR_INTERVAL} seeds"
+    )
+
+
+def mean_and_interval(values, confidence: float = 0.95, low: float = 0.0, high: float = 1.0):
+    """Mean over seeds (the first axis of `values`) and its Student-t interval at `confidence`, clipped to the
+    metric's range [low, high]; the interval is None below MIN_SEEDS_FOR_INTERVAL seeds. One value per seed gives
+    floats, one curve per seed gives arrays."""
+    values = np.asarray(values, dtype=np.float64)
+    mean = values.mean(axis=0)
+    if len(values) < MIN_SEEDS_FOR_INTERVAL:
+        return mean, None
+    quantile = stats.t.ppf((1 + confidence) / 2, len(values) - 1)
+    half_width = quantile * values.std(axis=0, ddof=1) / np.sqrt(len(values))
+    return mean, (np.clip(mean - half_width, low, high), np.clip(mean + half_width, low, high))
+
+
+class RiskSetup(NamedTuple):
+    """What a risk evaluation played (the columns of its CSV besides seed, update, alpha and win rate);
+    maze_size, walls and max_steps are None in risk CSVs written before they were recorded."""
+
+    levels: int
+    episodes: int
+    maze_size: int | None
+    walls: int | None
+    max_steps: int | None
+
+    def describe(self) -> str:
+        """'10000 solvable 13x13 mazes with 60 walls, at most 250 steps, 10 attempts per pass'."""
+        if self.maze_size is None:
+            mazes = f"{self.levels} solvable mazes (size, walls and step limit not recorded)"
+        else:
+            size, walls, steps = self.maze_size, self.walls, self.max_steps
+            mazes = f"{self.levels} solvable {size}x{size} mazes with {walls} walls, at most {steps} steps"
+        return f"{mazes}, {self.episodes} attempts per pass"
 
 
 @dataclass(frozen=True)
 class Args:
-    runs: tyro.conf.Positional[tuple[str, ...]]
-    """Run folders, each optionally as LABEL=RUN_DIR to name its method."""
     out: Path
     """Folder for summary.csv, summary.md, improvement.csv, risk.csv and the figures."""
+    runs: tyro.conf.Positional[tuple[Path, ...]] = ()
+    """Run folders, each pooled into the method named by the script in its config.json."""
+    label: Annotated[tuple[str, ...], UseAppendAction, arg(metavar="NAME=RUN_DIR")] = ()
+    """A run folder pooled into method NAME (the name ends at the first '='); repeat for more folders."""
     resamples: Annotated[int, AT_LEAST_ONE] = 10_000
     """Bootstrap resamples per interval."""
     confidence: Annotated[float, Range(0, 1, above=True)] = 0.95
     """Confidence level of every interval."""
     seed: Annotated[int, Range(0, 2**32 - 1)] = 0
     """Seed of the bootstrap."""
-    trim: Annotated[float, FRACTION] = 0.25
-    """Fraction cut from each end for the interquartile mean."""
+    trim: float = 0.25
+    """Fraction cut from each end for the interquartile mean, in [0, 0.5)."""
 
     def __post_init__(self):
+        if not 0 <= self.trim < 0.5:  # NaN fails too
+            raise ConfigError(f"--trim must be in [0, 0.5), got {self.trim:g} (0.5 would cut every score)")
         raise_first(range_problems(self))
-        if not self.runs:
+        for text in self.label:
+            parse_label(text)
+        if not self.runs and not self.label:
             raise ConfigError("give at least one run folder")
+
+
+def parse_label(text: str) -> tuple[str, Path]:
+    """(method name, run folder) of a --label NAME=RUN_DIR."""
+    name, separator, folder = text.partition("=")
+    if not separator or not folder:
+        raise ConfigError(f"--label {text!r} is not NAME=RUN_DIR")
+    if not name.strip():
+        raise ConfigError(f"--label {text!r}: the method name before '=' is empty")
+    return name, Path(folder)
 
 
 @dataclass
@@ -79,10 +151,12 @@ class Method:
     """One method's pooled results: per maze the solve rates of every seed of every folder."""
 
     name: str
-    folders: list[Path]
-    solve_rates: dict[str, list[float]]  # maze -> [seeds]
-    curves: list[dict[str, np.ndarray]]  # per seed: env_steps, return, eval (mean in-training solve rate)
-    risk: dict[float, list[float]] | None  # alpha -> [seeds], when every folder has a risk evaluation
+    folders: list[Path] = field(default_factory=list)
+    solve_rates: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # maze -> [seeds]
+    curves: list[dict[str, np.ndarray]] = field(default_factory=list)  # per seed: env_steps, return, eval/<maze>
+    risk: dict[float, list[float]] = field(default_factory=dict)  # alpha -> [seeds], from every folder with one
+    risk_setup: RiskSetup | None = None  # the same for every folder of every method (load_methods checks)
+    without_risk: list[Path] = field(default_factory=list)  # folders with no risk evaluation
 
 
 def newest(folder: Path, pattern: re.Pattern) -> Path | None:
@@ -91,44 +165,109 @@ def newest(folder: Path, pattern: re.Pattern) -> Path | None:
     return max(found)[2] if found else None
 
 
-def read_rows(path: Path) -> list[dict]:
+def read_rows(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict]]:
+    """(line number, row) for every row of a CSV that has the `required` columns."""
     with open(path, newline="") as handle:
-        return list(csv.DictReader(handle))
+        reader = csv.DictReader(handle)
+        missing = [column for column in required if column not in (reader.fieldnames or [])]
+        if missing:
+            raise ConfigError(f"{path} has no column {', '.join(missing)}")
+        return [(reader.line_num, row) for row in reader]
 
 
-def method_of(argument: str) -> tuple[str | None, Path]:
-    label, separator, folder = argument.rpartition("=")
-    return (label, Path(folder)) if separator and label else (None, Path(argument))
+def number(path: Path, line: int, row: dict, column: str, low: float = 0.0, high: float = 1.0) -> float:
+    """row[column] as a number in [low, high], or a one-line error naming the file and line."""
+    text = row[column]
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not low <= value <= high:  # NaN fails too
+        raise ConfigError(f"{path} line {line}: {column} {text!r} is not a number in [{low:g}, {high:g}]")
+    return value
+
+
+def count(path: Path, line: int, row: dict, column: str, low: int = 0) -> int:
+    """row[column] as an integer of at least `low`, or a one-line error naming the file and line."""
+    text = row[column]
+    if not (isinstance(text, str) and text.strip().isdigit() and int(text) >= low):
+        raise ConfigError(f"{path} line {line}: {column} {text!r} is not an integer of at least {low}")
+    return int(text)
+
+
+def read_evaluation(path: Path) -> dict[str, list[float]]:
+    """maze -> solve rate of each seed, from an evaluation CSV of `common.evaluate`."""
+    mazes, seen = defaultdict(list), set()
+    for line, row in read_rows(path, ("maze", "seed", "solve_rate")):
+        key = (row["maze"], count(path, line, row, "seed"))
+        if not row["maze"] or key in seen:
+            raise ConfigError(f"{path} line {line}: maze {row['maze']!r} seed {key[1]} is empty or repeated")
+        seen.add(key)
+        mazes[row["maze"]].append(number(path, line, row, "solve_rate"))
+    if not mazes:
+        raise ConfigError(f"{path} has no rows")
+    return mazes
+
+
+def read_risk(path: Path) -> tuple[RiskSetup, dict[float, list[float]]]:
+    """(what it played, alpha -> win rate of each seed), from a risk CSV of `common.evaluate --risk`."""
+    setups, win_rates = set(), defaultdict(list)
+    for line, row in read_rows(path, ("seed", "levels", "episodes", "alpha", "win_rate")):
+        count(path, line, row, "seed")
+        setups.add(
+            RiskSetup(
+                *(count(path, line, row, column, 1) for column in ("levels", "episodes")),
+                *(count(path, line, row, column, 1) if column in row else None for column in RECORDED_LATER),
+            )
+        )
+        win_rates[number(path, line, row, "alpha", 0, 100)].append(number(path, line, row, "win_rate"))
+    if len(setups) != 1:
+        raise ConfigError(f"{path} mixes risk evaluations of different configurations, or has no rows")
+    return setups.pop(), dict(win_rates)
 
 
 def learning_curves(folder: Path) -> list[dict[str, np.ndarray]]:
-    """Per seed of a run folder: env steps, training return and the mean in-training eval solve rate."""
-    rows = read_rows(folder / "logs.csv") if (folder / "logs.csv").exists() else []
+    """Per seed of a run folder: env steps, training return and the in-training solve rate of each maze
+    (`eval/<maze>`, NaN between evaluations)."""
+    path = folder / "logs.csv"
+    if not path.exists():
+        return []
     curves = defaultdict(lambda: defaultdict(list))
-    for row in rows:
-        solve_rates = [float(v) for k, v in row.items() if k.startswith("eval/solve_rate/") and v]
-        curve = curves[int(row["seed"])]
-        curve["env_steps"].append(float(row["env_steps"]))
-        curve["return"].append(float(row["train/return"]) if row.get("train/return") else np.nan)
-        curve["eval"].append(np.mean(solve_rates) if solve_rates else np.nan)
+    for line, row in read_rows(path, ("seed", "env_steps")):
+        curve = curves[count(path, line, row, "seed")]
+        curve["env_steps"].append(number(path, line, row, "env_steps", 0, math.inf))
+        for column, value in row.items():
+            if column == "train/return" or column.startswith("eval/solve_rate/"):
+                key = "return" if column == "train/return" else "eval/" + column.removeprefix("eval/solve_rate/")
+                curve[key].append(number(path, line, row, column, -math.inf, math.inf) if value else np.nan)
     return [{key: np.asarray(values) for key, values in curve.items()} for _, curve in sorted(curves.items())]
 
 
-def load_methods(arguments: tuple[str, ...]) -> list[Method]:
+def load_methods(runs: tuple, labels: tuple[str, ...] = ()) -> list[Method]:
+    """The methods of positional run folders (named by their script) and of --label NAME=RUN_DIR folders, in
+    that order; every input is checked before anything is written."""
     methods: dict[str, Method] = {}
-    for argument in arguments:
-        label, folder = method_of(argument)
-        script = read_saved_config(folder)["script"]
-        name = label or Path(script).stem
+    risk_files: dict[tuple, Path] = {}  # (setup, alphas) -> the first risk CSV with them
+    given: dict[Path, str] = {}
+    arguments = [(str(run), None, Path(run)) for run in runs] + [(text, *parse_label(text)) for text in labels]
+    for argument, label, folder in arguments:
+        if label is None and "=" in argument and not (folder / "config.json").is_file():
+            raise ConfigError(
+                f"{argument} is not a run folder (no config.json); name a method with --label NAME=RUN_DIR"
+            )
+        if folder.resolve() in given:
+            raise ConfigError(
+                f"{argument} is given twice (first as {given[folder.resolve()]}); its seeds would count twice"
+            )
+        given[folder.resolve()] = argument
+        name = label or Path(read_saved_config(folder)["script"]).stem
         evaluation = newest(folder / "eval", EVALUATION)
         if evaluation is None:
             raise ConfigError(
                 f"{folder} has no evaluation yet: run `python -m common.evaluate --run-dir {folder}` first"
             )
-        method = methods.setdefault(name, Method(name, [], defaultdict(list), [], {}))
-        mazes = defaultdict(list)
-        for row in read_rows(evaluation):
-            mazes[row["maze"]].append(float(row["solve_rate"]))
+        method = methods.setdefault(name, Method(name))
+        mazes = read_evaluation(evaluation)
         if method.folders and set(mazes) != set(method.solve_rates):
             raise ConfigError(f"{folder} was evaluated on other mazes than the other {name} folders")
         for maze, values in mazes.items():
@@ -136,11 +275,21 @@ def load_methods(arguments: tuple[str, ...]) -> list[Method]:
         method.folders.append(folder)
         method.curves += learning_curves(folder)
         risk = newest(folder / "eval", RISK)
-        if risk is None or method.risk is None:
-            method.risk = None
+        if risk is None:
+            method.without_risk.append(folder)
             continue
-        for row in read_rows(risk):
-            method.risk.setdefault(float(row["alpha"]), []).append(float(row["win_rate"]))
+        setup, win_rates = read_risk(risk)
+        played = (setup, tuple(sorted(win_rates)))
+        if risk_files and played not in risk_files:
+            (other_played, other), ours = next(iter(risk_files.items())), describe_played(*played)
+            raise ConfigError(
+                f"risk evaluations differ: {other} has {describe_played(*other_played)}, {risk} has {ours}; "
+                "run `python -m common.evaluate --risk` with the same flags on every folder"
+            )
+        risk_files.setdefault(played, risk)
+        method.risk_setup = setup
+        for alpha, values in win_rates.items():
+            method.risk.setdefault(alpha, []).extend(values)
     maze_sets = {name: tuple(sorted(method.solve_rates)) for name, method in methods.items()}
     if len(set(maze_sets.values())) > 1:
         listed = "; ".join(f"{name}: {', '.join(mazes)}" for name, mazes in maze_sets.items())
@@ -148,11 +297,20 @@ def load_methods(arguments: tuple[str, ...]) -> list[Method]:
     return list(methods.values())
 
 
-def interval(samples: tuple[np.ndarray, ...], statistic, args: Args) -> tuple[float, float]:
-    """A bootstrap interval of `statistic(*samples, axis)`, resampling each sample on its own (one sample: plain
-    bootstrap over seeds; one sample per maze: the stratified bootstrap). NaN with fewer than two seeds."""
-    if min(len(sample) for sample in samples) < 2:
-        return float("nan"), float("nan")
+def describe_played(setup: RiskSetup, alphas: tuple[float, ...]) -> str:
+    return f"{setup.describe()} (alpha {', '.join(f'{alpha:g}' for alpha in alphas)} %)"
+
+
+def with_risk(methods: list[Method]) -> list[Method]:
+    """The methods whose every folder has a risk evaluation (all of one configuration)."""
+    return [method for method in methods if method.risk_setup is not None and not method.without_risk]
+
+
+def interval(samples: tuple[np.ndarray, ...], statistic, args: Args) -> tuple[float, float] | None:
+    """A bootstrap interval of `statistic(*samples, axis)`, resampling each sample on its own (one sample per
+    maze: the stratified bootstrap). None when a sample has fewer than MIN_SEEDS_FOR_INTERVAL seeds."""
+    if min(len(sample) for sample in samples) < MIN_SEEDS_FOR_INTERVAL:
+        return None
     if all(np.ptp(sample) == 0 for sample in samples):  # no spread to resample: the interval is the value
         value = float(statistic(*samples, axis=-1))
         return value, value
@@ -197,20 +355,26 @@ def improvement_statistic(num_mazes: int):
     return statistic
 
 
+def interval_cells(bounds: tuple[float, float] | None) -> dict:
+    """ci_low and ci_high, None (an empty cell) where the policy gives no interval."""
+    low, high = bounds if bounds is not None else (None, None)
+    return dict(ci_low=None if low is None else float(low), ci_high=None if high is None else float(high))
+
+
 def summarize(methods: list[Method], args: Args) -> list[dict]:
     rows = []
     for method in methods:
         mazes = sorted(method.solve_rates)
         per_maze = [np.asarray(method.solve_rates[maze]) for maze in mazes]
         for maze, values in zip(mazes, per_maze, strict=True):
-            low, high = interval((values,), mean_of, args)
-            mean = float(values.mean())
-            rows.append(dict(method=method.name, maze=maze, n_seeds=len(values), mean=mean, ci_low=low, ci_high=high))
+            mean, bounds = mean_and_interval(values, args.confidence)
+            row = dict(method=method.name, maze=maze, n_seeds=len(values), mean=float(mean))
+            rows.append(row | interval_cells(bounds))
         for name, statistic in zip(AGGREGATES, (mean_of, iqm_of(args.trim)), strict=True):
-            low, high = interval(tuple(per_maze), statistic, args)
+            bounds = interval(tuple(per_maze), statistic, args)
             seeds = min(len(values) for values in per_maze)
             value = float(statistic(*per_maze))
-            rows.append(dict(method=method.name, maze=name, n_seeds=seeds, mean=value, ci_low=low, ci_high=high))
+            rows.append(dict(method=method.name, maze=name, n_seeds=seeds, mean=value, **interval_cells(bounds)))
     return rows
 
 
@@ -220,20 +384,21 @@ def improvements(methods: list[Method], args: Args) -> list[dict]:
         mazes = sorted(x.solve_rates)
         samples = tuple(np.asarray(m.solve_rates[maze]) for m in (x, y) for maze in mazes)
         statistic = improvement_statistic(len(mazes))
-        low, high = interval(samples, statistic, args)
+        bounds = interval(samples, statistic, args)
         value = float(statistic(*samples))
-        rows.append(dict(method_x=x.name, method_y=y.name, probability=value, ci_low=low, ci_high=high))
+        rows.append(dict(method_x=x.name, method_y=y.name, probability=value, **interval_cells(bounds)))
     return rows
 
 
 def risk_summary(methods: list[Method], args: Args) -> list[dict]:
     rows = []
-    for method in methods:
-        for alpha, values in sorted((method.risk or {}).items()):
-            values = np.asarray(values)
-            low, high = interval((values,), mean_of, args)
-            mean = float(values.mean())
-            rows.append(dict(method=method.name, alpha=alpha, n_seeds=len(values), mean=mean, ci_low=low, ci_high=high))
+    for method in with_risk(methods):
+        for alpha, values in sorted(method.risk.items()):
+            mean, bounds = mean_and_interval(values, args.confidence)
+            rows.append(
+                dict(method=method.name, **method.risk_setup._asdict(), alpha=alpha, n_seeds=len(values))
+                | dict(mean=float(mean), **interval_cells(bounds))
+            )
     return rows
 
 
@@ -245,14 +410,14 @@ def write_csv(path: Path, rows: list[dict]) -> None:
 
 
 def formatted(value):
-    """Floats to 6 significant digits; NaN (no interval) as an empty cell."""
-    if isinstance(value, float):
-        return "" if np.isnan(value) else f"{value:.6g}"
-    return value
+    """Floats to 6 significant digits; None (no interval, a setting not recorded) as an empty cell."""
+    if value is None:
+        return ""
+    return f"{value:.6g}" if isinstance(value, float) else value
 
 
 def cell(row: dict) -> str:
-    if np.isnan(row["ci_low"]):
+    if row["ci_low"] is None:
         return f"{row['mean']:.3f} (n={row['n_seeds']})"
     return f"{row['mean']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}] (n={row['n_seeds']})"
 
@@ -262,7 +427,9 @@ def markdown(rows: list[dict], methods: list[Method], confidence: float) -> str:
     mazes = sorted({row["maze"] for row in rows} - set(AGGREGATES)) + list(AGGREGATES)
     names = [method.name for method in methods]
     lines = [
-        f"Held-out solve rate: mean over seeds [{confidence:.0%} bootstrap interval] (n = seeds)",
+        "Held-out solve rate: mean over seeds [interval] (n = seeds). Per maze: "
+        f"{interval_policy(confidence)}. Across mazes: {confidence:.0%} stratified bootstrap interval "
+        f"(Agarwal et al., 2021), none below {MIN_SEEDS_FOR_INTERVAL} seeds on a maze.",
         "",
         "| maze | " + " | ".join(names) + " |",
         "|---|" + "---:|" * len(names),
@@ -273,82 +440,137 @@ def markdown(rows: list[dict], methods: list[Method], confidence: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def band(curves: list[dict], key: str):
-    """(x, mean, low, high) of one method's curves on their common x grid: a 95% Student-t band over seeds
-    clipped to [0, 1] with 3 seeds or more, the range of the seeds below that."""
+def curves_on_grid(curves: list[dict], key) -> tuple[np.ndarray, np.ndarray] | None:
+    """(x, values [seeds, x]) of one method's curves of `key` (a column, or a tuple of columns averaged) on the
+    env steps every seed covers; None when a seed has fewer than two points."""
     grid = np.unique(np.concatenate([curve["env_steps"] for curve in curves]))
     grid = grid[
         (grid >= max(c["env_steps"].min() for c in curves)) & (grid <= min(c["env_steps"].max() for c in curves))
     ]
     values = []
     for curve in curves:
-        valid = ~np.isnan(curve[key])
+        columns = key if isinstance(key, tuple) else (key,)
+        series = np.mean([curve[column] for column in columns], axis=0)
+        valid = ~np.isnan(series)
         if valid.sum() < 2:
             return None
-        values.append(np.interp(grid, curve["env_steps"][valid], curve[key][valid]))
-    values = np.asarray(values)
-    mean = values.mean(axis=0)
-    if len(values) < 3:
-        return grid, mean, values.min(axis=0), values.max(axis=0)
-    half = stats.t.ppf(0.975, len(values) - 1) * values.std(axis=0, ddof=1) / np.sqrt(len(values))
-    return grid, mean, np.clip(mean - half, 0, 1), np.clip(mean + half, 0, 1)
+        values.append(np.interp(grid, curve["env_steps"][valid], series[valid]))
+    return grid, np.asarray(values)
 
 
-def figures(out: Path, methods: list[Method], rows: list[dict], risk_rows: list[dict]) -> list[Path]:
+def plot_over_seeds(axis, x, values: np.ndarray, label: str, confidence: float, marker=None) -> str:
+    """The mean over seeds with its interval as a band, or, below MIN_SEEDS_FOR_INTERVAL seeds, each seed as a
+    thin line; returns which ('interval' or 'seeds') for the legend."""
+    mean, bounds = mean_and_interval(values, confidence)
+    (line,) = axis.plot(x, mean, marker=marker, label=f"{label} ({len(values)} seeds)")
+    if bounds is not None:
+        axis.fill_between(x, *bounds, color=line.get_color(), alpha=0.2)
+        return "interval"
+    for seed_values in values:
+        axis.plot(x, seed_values, color=line.get_color(), linewidth=0.6, alpha=0.6)
+    return "seeds"
+
+
+def legend(axis, shown: set[str], confidence: float) -> None:
+    """The methods' legend, plus what the shading and thin lines are."""
+    handles, labels = axis.get_legend_handles_labels()
+    if "interval" in shown:
+        handles.append(Patch(color="grey", alpha=0.3))
+        labels.append(f"shaded: {confidence:.0%} Student-t interval over seeds")
+    if "seeds" in shown:
+        handles.append(Line2D([], [], color="grey", linewidth=0.6))
+        labels.append(f"thin lines: each seed (no interval below {MIN_SEEDS_FOR_INTERVAL} seeds)")
+    axis.legend(handles, labels, fontsize=7)
+
+
+def common_eval_mazes(methods: list[Method]) -> list[str]:
+    """The mazes evaluated during training in every seed's logs.csv of every method."""
+    keys = [{key for key in curve if key.startswith("eval/")} for method in methods for curve in method.curves]
+    return sorted(key.removeprefix("eval/") for key in set.intersection(*keys)) if keys else []
+
+
+def figures(out: Path, methods: list[Method], rows: list[dict], confidence: float) -> list[Path]:
     written = []
-    figure, axes = plt.subplots(1, 2, figsize=(11, 4))
-    panels = (("eval", "held-out solve rate (in training)"), ("return", "training return"))
-    for axis, (key, title) in zip(axes, panels, strict=True):
+    figure, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    mazes_in_training = common_eval_mazes(methods)
+    solve_rate = "solve rate (mean over mazes)" if len(mazes_in_training) > 1 else "solve rate"
+    held_out = f"held-out solve rate in training: {', '.join(mazes_in_training) or 'no maze in every logs.csv'}"
+    panels = (
+        (tuple(f"eval/{maze}" for maze in mazes_in_training), solve_rate, held_out),
+        ("return", "mean episode return", "training return"),
+    )
+    for axis, (key, ylabel, title) in zip(axes, panels, strict=True):
+        shown = set()
         for method in methods:
-            curve = band(method.curves, key) if method.curves else None
-            if curve is None:
-                continue
-            grid, mean, low, high = curve
-            axis.plot(grid, mean, label=f"{method.name} ({len(method.curves)} seeds)")
-            axis.fill_between(grid, low, high, alpha=0.2)
-        axis.set(title=title, xlabel="env steps per seed", ylim=(0, 1))
-        axis.legend(fontsize=8)
+            curve = curves_on_grid(method.curves, key) if method.curves and key else None
+            if curve is not None:
+                shown.add(plot_over_seeds(axis, *curve, method.name, confidence))
+        axis.set(title=fill(title), xlabel="env steps per seed", ylabel=ylabel, ylim=(0, 1))
+        legend(axis, shown, confidence)
     written.append(save(figure, out / "curves.png"))
 
     by_key = {(row["method"], row["maze"]): row for row in rows}
     mazes = sorted({row["maze"] for row in rows} - set(AGGREGATES))
-    figure, axis = plt.subplots(figsize=(min(12, max(6, 0.8 * len(mazes) * len(methods) + 2)), 4))
+    figure, axis = plt.subplots(figsize=(min(12, max(6, 0.8 * len(mazes) * len(methods) + 2)), 4.5))
     width = 0.8 / len(methods)
     for index, method in enumerate(methods):
         cells = [by_key[method.name, maze] for maze in mazes]
-        means = np.array([c["mean"] for c in cells])
-        errors = np.array([[c["mean"] - c["ci_low"], c["ci_high"] - c["mean"]] for c in cells]).T
         positions = np.arange(len(mazes)) + (index - (len(methods) - 1) / 2) * width
-        axis.bar(positions, means, width, yerr=np.nan_to_num(errors), capsize=3, label=method.name)
-    axis.set(xticks=np.arange(len(mazes)), ylabel="solve rate", ylim=(0, 1), title="held-out solve rate per maze")
+        axis.bar(positions, [c["mean"] for c in cells], width, label=f"{method.name} ({cells[0]['n_seeds']} seeds)")
+        for position, c in zip(positions, cells, strict=True):
+            if c["ci_low"] is not None:
+                whiskers = [[c["mean"] - c["ci_low"]], [c["ci_high"] - c["mean"]]]
+                axis.errorbar(position, c["mean"], whiskers, color="k", capsize=3)
+    axis.set(xticks=np.arange(len(mazes)), xlabel="held-out maze", ylabel="solve rate (mean over seeds)", ylim=(0, 1))
+    axis.set_title(fill(f"held-out solve rate per maze; whiskers: {interval_policy(confidence)}"))
     axis.set_xticklabels(mazes, rotation=30, ha="right")
     axis.legend(fontsize=8)
     written.append(save(figure, out / "mazes.png"))
 
-    figure, axes = plt.subplots(1, 2, figsize=(9, 0.6 * len(methods) + 1.8), sharey=True)
+    figure, axes = plt.subplots(1, 2, figsize=(10, 0.6 * len(methods) + 2.4), sharey=True)
     for axis, aggregate in zip(axes, AGGREGATES, strict=True):
         for index, method in enumerate(methods):
             row = by_key[method.name, aggregate]
-            error = [[row["mean"] - row["ci_low"]], [row["ci_high"] - row["mean"]]]
-            axis.errorbar(row["mean"], index, xerr=np.nan_to_num(error), fmt="o", capsize=4)
-        axis.set(title=f"{aggregate} across mazes", xlim=(0, 1), yticks=range(len(methods)))
-        axis.set_yticklabels([method.name for method in methods])
+            error = None if row["ci_low"] is None else [[row["mean"] - row["ci_low"]], [row["ci_high"] - row["mean"]]]
+            axis.errorbar(row["mean"], index, xerr=error, fmt="o", capsize=4)
+        axis.set(title=f"{aggregate} across mazes", xlabel="solve rate", xlim=(0, 1), yticks=range(len(methods)))
+        axis.set_yticklabels(
+            [f"{method.name} ({by_key[method.name, aggregate]['n_seeds']} seeds)" for method in methods]
+        )
+    axes[0].set_ylabel("method")
+    figure.suptitle(
+        fill(f"mazes: {', '.join(mazes)}; whiskers: {confidence:.0%} stratified bootstrap interval, none below "
+             f"{MIN_SEEDS_FOR_INTERVAL} seeds", 110), fontsize=9)  # fmt: skip
     written.append(save(figure, out / "aggregates.png"))
 
-    if risk_rows:
-        figure, axis = plt.subplots(figsize=(6, 4))
-        for method in methods:
-            points = [row for row in risk_rows if row["method"] == method.name]
-            if not points:
-                continue
-            alphas = [row["alpha"] for row in points]
-            axis.plot(alphas, [row["mean"] for row in points], marker="o", label=method.name)
-            axis.fill_between(alphas, [row["ci_low"] for row in points], [row["ci_high"] for row in points], alpha=0.2)
-        axis.set(xscale="log", xlabel="worst alpha % of levels (by a first pass)", ylabel="win rate (second pass)")
-        axis.set(title="risk evaluation: CVaR of the win rate", ylim=(0, 1))
-        axis.legend(fontsize=8)
+    if with_risk(methods):
+        figure, axis = plt.subplots(figsize=(7, 4.5))
+        shown = set()
+        for method in with_risk(methods):
+            alphas = sorted(method.risk)
+            values = np.asarray([method.risk[alpha] for alpha in alphas]).T  # [seeds, alphas]
+            shown.add(plot_over_seeds(axis, alphas, values, method.name, confidence, marker="o"))
+        axis.set(xscale="log", xlabel="alpha: the worst alpha % of levels, ranked by a first pass")
+        axis.set(ylabel="win rate on them (second pass)", ylim=(0, 1))
+        axis.set_xticks(alphas, [f"{alpha:g}%" for alpha in alphas], fontsize=7)
+        axis.minorticks_off()
+        risk_setup = with_risk(methods)[0].risk_setup
+        axis.set_title(fill(f"risk evaluation (CVaR of the win rate): {risk_setup.describe()}", 70), fontsize=9)
+        legend(axis, shown, confidence)
         written.append(save(figure, out / "risk.png"))
     return written
+
+
+def fill(text: str, width: int = 80) -> str:
+    """`text` broken into lines of at most `width` characters, at spaces."""
+    lines, current = [], ""
+    for word in text.split(" "):
+        if current and len(current) + 1 + len(word) > width:
+            lines.append(current)
+            current = word
+        else:
+            current = f"{current} {word}" if current else word
+    return "\n".join([*lines, current])
 
 
 def save(figure, path: Path) -> Path:
@@ -358,21 +580,44 @@ def save(figure, path: Path) -> Path:
     return path
 
 
+def not_written(out: Path, names: tuple[str, ...], why: str) -> str:
+    """The line saying which files were not written and why, and that files of those names in --out are older."""
+    line = f"not written: {', '.join(names)} ({why})"
+    stale = [name for name in names if (out / name).exists()]
+    if stale:
+        line += f"; the {', '.join(stale)} in {out} {'is' if len(stale) == 1 else 'are'} from an earlier report"
+    return line
+
+
 def main(args: Args) -> None:
-    methods = load_methods(args.runs)
+    methods = load_methods(args.runs, args.label)
     args.out.mkdir(parents=True, exist_ok=True)
     rows = summarize(methods, args)
     write_csv(args.out / "summary.csv", rows)
     table = markdown(rows, methods, args.confidence)
     (args.out / "summary.md").write_text(table)
     print(table)
+    notes = []
     if len(methods) > 1:
         write_csv(args.out / "improvement.csv", improvements(methods, args))
+    else:
+        notes.append(not_written(args.out, ("improvement.csv",), "one method: nothing to compare"))
     risk_rows = risk_summary(methods, args)
     if risk_rows:
+        print(f"risk evaluation: {with_risk(methods)[0].risk_setup.describe()}")
         write_csv(args.out / "risk.csv", risk_rows)
-    for path in figures(args.out, methods, rows, risk_rows):
+    some_risk = any(method.risk_setup is not None for method in methods)
+    if not risk_rows:
+        why = "no method has a risk evaluation in every folder" if some_risk else "no run folder has a risk evaluation"
+        notes.append(not_written(args.out, ("risk.csv", "risk.png"), f"{why}: `python -m common.evaluate --risk`"))
+    for method in methods:
+        if method.without_risk and some_risk:
+            folders = ", ".join(str(folder) for folder in method.without_risk)
+            notes.append(f"risk: {method.name} has no risk evaluation ({folders}); left out of risk.csv and risk.png")
+    for path in figures(args.out, methods, rows, args.confidence):
         print(f"wrote {path}")
+    for note in notes:
+        print(note)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from common.evaluate import cvar
+import common.report as report_module
+from common.errors import ConfigError
+from common.evaluate import cvar, mean_and_interval
 from common.report import Args, load_methods, main, probability_of_improvement, summarize
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -59,8 +61,8 @@ A = {"SixteenRooms": [0.9, 0.7, 1.0], "Labyrinth": [0.1, 0.0, 0.4], "StandardMaz
 B = {"SixteenRooms": [0.2, 0.3, 0.1], "Labyrinth": [0.0, 0.0, 0.1], "StandardMaze": [0.2, 0.4, 0.3]}
 
 
-def args_for(*runs, out: Path, resamples: int = 2000) -> Args:
-    return Args(runs=tuple(str(run) for run in runs), out=out, resamples=resamples)
+def args_for(*runs, out: Path, resamples: int = 2000, labels: tuple[str, ...] = ()) -> Args:
+    return Args(runs=tuple(str(run) for run in runs), out=out, resamples=resamples, label=labels)
 
 
 def test_aggregates_match_numpy_and_intervals_behave(tmp_path):
@@ -131,7 +133,7 @@ def test_report_writes_tables_and_figures(tmp_path, capsys):
         for seed in range(3)
     ]
     write_csv(a / "eval" / "risk_00000100_20260101-000000.csv", risk)
-    main(args_for(f"ACCEL={a}", b, out=tmp_path / "out", resamples=500))
+    main(args_for(b, labels=(f"ACCEL={a}",), out=tmp_path / "out", resamples=500))
     out = tmp_path / "out"
     assert "| **IQM** (across mazes) |" in capsys.readouterr().out
     assert (out / "summary.md").read_text().startswith("Held-out solve rate")
@@ -176,3 +178,165 @@ def test_bad_folders_are_one_line_errors(tmp_path, setup, fragment):
     assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:") and fragment in lines[0], (
         result.stderr
     )
+
+
+def report(*arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "common.report", *arguments], cwd=REPO_ROOT, capture_output=True, text=True
+    )
+
+
+def one_line_error(result: subprocess.CompletedProcess, *fragments: str) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+def risk_rows(seeds: int, maze_size=13, walls=60, max_steps=250, alphas=(1.0, 2.0, 100.0)) -> list[dict]:
+    """A risk CSV as `common.evaluate --risk` writes it (win rate alpha / 200 for every seed)."""
+    setup = {"levels": 10, "episodes": 2, "maze_size": maze_size, "walls": walls, "max_steps": max_steps}
+    return [
+        {"seed": seed, "update": 100, **setup, "alpha": alpha, "win_rate": alpha / 200}
+        for alpha in alphas
+        for seed in range(seeds)
+    ]
+
+
+@pytest.mark.parametrize("value", ["nan", "1.5", "-0.1", "", "high", "inf"])
+def test_a_score_that_is_not_a_rate_is_refused_naming_file_and_line(tmp_path, value):
+    good = run_folder(tmp_path, "good", "algos/plr.py", A)
+    bad = run_folder(tmp_path, "bad", "algos/dr.py", B)
+    (evaluation,) = (bad / "eval").glob("evaluate_*.csv")
+    lines = evaluation.read_text().splitlines()
+    fields = lines[3].split(",")
+    fields[4] = value  # solve_rate of the third row, on line 4 of the file
+    lines[3] = ",".join(fields)
+    evaluation.write_text("\n".join(lines) + "\n")
+    result = report(str(good), str(bad), "--out", str(tmp_path / "out"))
+    one_line_error(result, f"{evaluation} line 4", "solve_rate", "[0, 1]")
+    assert not (tmp_path / "out").exists(), "nothing is written from bad input"
+
+
+def test_a_risk_win_rate_that_is_not_a_rate_is_refused(tmp_path):
+    folder = run_folder(tmp_path, "a", "algos/dr.py", A)
+    rows = risk_rows(3)
+    rows[4]["win_rate"] = "nan"
+    write_csv(folder / "eval" / "risk_00000100_20260101-000000.csv", rows)
+    with pytest.raises(ConfigError, match=r"risk_00000100_20260101-000000\.csv line 6: win_rate 'nan'"):
+        load_methods((str(folder),))
+
+
+@pytest.mark.parametrize("trim", [0.5, 0.7, -0.1, float("nan")])
+def test_trim_must_leave_scores_for_the_iqm(tmp_path, trim):
+    with pytest.raises(ConfigError, match=r"^--trim must be in \[0, 0\.5\)"):
+        Args(runs=("runs/a",), out=tmp_path, trim=trim)
+
+
+def test_any_run_name_is_a_folder_and_labels_name_methods(tmp_path):
+    """`lr=3e-4` is a legal run name: a positional argument is always a folder; --label NAME=RUN_DIR names a
+    method (the label ends at the first `=`, so the folder may hold more)."""
+    odd = run_folder(tmp_path, "lr=3e-4", "algos/dr.py", B)
+    plr = run_folder(tmp_path, "plr", "algos/plr.py", A)
+    also_odd = run_folder(tmp_path, "plr lr=1e-3", "algos/plr.py", A)
+    out = tmp_path / "out"
+    result = report(str(odd), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "| maze | dr |" in result.stdout, "the folder named lr=3e-4 is read as a folder, not as LABEL=DIR"
+    result = report(str(odd), "--label", f"Robust PLR={plr}", "--label", f"Robust PLR={also_odd}", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader(open(out / "summary.csv")))
+    assert {(row["method"], row["maze"], row["n_seeds"]) for row in rows if row["maze"] == "Labyrinth"} == {
+        ("dr", "Labyrinth", "3"),
+        ("Robust PLR", "Labyrinth", "6"),
+    }
+    one_line_error(report(f"x={odd}", "--out", str(out)), f"x={odd} is not a run folder", "--label NAME=RUN_DIR")
+    one_line_error(report(str(odd), "--label", str(plr), "--out", str(out)), "--label", "NAME=RUN_DIR")
+    one_line_error(report(str(odd), "--label", f"={plr}", "--out", str(out)), "--label", "empty")
+
+
+def test_a_folder_given_twice_is_refused(tmp_path):
+    folder = run_folder(tmp_path, "a", "algos/dr.py", A)
+    with pytest.raises(ConfigError, match="given twice"):
+        load_methods((str(folder), str(tmp_path / "." / "a")))
+    with pytest.raises(ConfigError, match="given twice"):
+        load_methods((str(folder),), (f"DR={folder}",))
+
+
+def test_report_and_evaluate_share_one_interval_policy(tmp_path, capsys):
+    """Two seeds: no interval anywhere, as evaluate says; three seeds: the per-maze interval is evaluate's."""
+    two = run_folder(tmp_path, "two", "algos/dr.py", {maze: [0.0, 0.99] for maze in MAZES})
+    three = run_folder(tmp_path, "three", "algos/plr.py", A)
+    out = tmp_path / "out"
+    main(args_for(two, three, out=out, resamples=500))
+    printed = capsys.readouterr().out
+    rows = {(row["method"], row["maze"]): row for row in csv.DictReader(open(out / "summary.csv"))}
+    for maze in (*MAZES, "mean", "IQM"):
+        assert rows["dr", maze]["ci_low"] == rows["dr", maze]["ci_high"] == "", rows["dr", maze]
+    assert "| 0.495 (n=2) |" in printed
+    for maze in MAZES:
+        mean, (low, high) = mean_and_interval(A[maze])
+        assert float(rows["plr", maze]["ci_low"]) == pytest.approx(low, abs=1e-5)
+        assert float(rows["plr", maze]["ci_high"]) == pytest.approx(high, abs=1e-5)
+    policy = report_module.interval_policy(0.95)
+    assert f"none below {report_module.MIN_SEEDS_FOR_INTERVAL} seeds" in policy and policy in printed
+    assert policy in (out / "summary.md").read_text()
+    with open(out / "improvement.csv") as handle:
+        assert all(row["ci_low"] == row["ci_high"] == "" for row in csv.DictReader(handle)), "dr has 2 seeds"
+
+
+def test_report_says_which_files_it_did_not_write_and_why(tmp_path):
+    folder = run_folder(tmp_path, "a", "algos/dr.py", A)
+    result = report(str(folder), "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    assert "not written: improvement.csv (one method: nothing to compare)" in result.stdout
+    assert "not written: risk.csv, risk.png (no run folder has a risk evaluation" in result.stdout, result.stdout
+    other = run_folder(tmp_path, "b", "algos/plr.py", B)
+    write_csv(other / "eval" / "risk_00000100_20260101-000000.csv", risk_rows(3))
+    result = report(str(folder), str(other), "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    assert f"risk: dr has no risk evaluation ({folder})" in result.stdout
+    assert "not written" not in result.stdout and (tmp_path / "out" / "risk.png").exists()
+
+
+def test_risk_configuration_is_reported_and_never_mixed(tmp_path, capsys):
+    a = run_folder(tmp_path, "a", "algos/dr.py", A)
+    b = run_folder(tmp_path, "b", "algos/plr.py", B)
+    write_csv(a / "eval" / "risk_00000100_20260101-000000.csv", risk_rows(3))
+    write_csv(b / "eval" / "risk_00000100_20260101-000000.csv", risk_rows(3, max_steps=64))
+    with pytest.raises(ConfigError, match="risk evaluations differ") as error:
+        load_methods((str(a), str(b)))
+    assert "at most 250 steps" in str(error.value) and "at most 64 steps" in str(error.value)
+    write_csv(b / "eval" / "risk_00000100_20260102-000000.csv", risk_rows(3))
+    out = tmp_path / "out"
+    main(args_for(a, b, out=out, resamples=500))
+    rows = list(csv.DictReader(open(out / "risk.csv")))
+    assert {(row["maze_size"], row["walls"], row["max_steps"], row["levels"], row["episodes"]) for row in rows} == {
+        ("13", "60", "250", "10", "2")
+    }
+    assert "13x13 mazes with 60 walls, at most 250 steps" in capsys.readouterr().out
+
+
+def test_figures_name_their_axes_mazes_and_bands(tmp_path, monkeypatch):
+    a, b = run_folder(tmp_path, "a", "algos/accel.py", A), run_folder(tmp_path, "b", "algos/dr.py", B)
+    write_csv(a / "eval" / "risk_00000100_20260101-000000.csv", risk_rows(3))
+    saved = {}
+    save = report_module.save
+
+    def keep(figure, path):
+        saved[path.name] = figure
+        return save(figure, path)
+
+    monkeypatch.setattr(report_module, "save", keep)
+    main(args_for(a, b, out=tmp_path / "out", resamples=200))
+    assert set(saved) == {"curves.png", "mazes.png", "aggregates.png", "risk.png"}
+    for name, figure in saved.items():
+        assert all(axis.get_xlabel() and axis.get_title() for axis in figure.axes), name
+        assert figure.axes[0].get_ylabel(), name
+    held_out, training = saved["curves.png"].axes
+    assert "SixteenRooms" in held_out.get_title() and held_out.get_ylabel() and training.get_ylabel()
+    for axis in (held_out, training, *saved["risk.png"].axes):
+        legend = " ".join(text.get_text() for text in axis.get_legend().get_texts())
+        assert "95% Student-t interval over seeds" in legend, legend
+    assert "13x13" in saved["risk.png"].axes[0].get_title()

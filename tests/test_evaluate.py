@@ -1,0 +1,138 @@
+"""common/evaluate.py without training: a run folder whose checkpoints hold a zero runner state (a valid policy).
+The risk evaluation plays its own maze size, walls and episode limit and records them; its flags are checked
+before anything loads; a checkpoint pruned by the training process while evaluate reads it is replaced by the
+next newest, as happens when evaluating a folder that is still training."""
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import common.evaluate
+from algos import dr
+from common import checkpoint
+from common.config import flags_of, with_flags
+from common.evaluate import RISK_ALPHAS, Args, load_run
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TINY = dict(
+    num_seeds=2, num_envs=4, num_steps=8, lstm_size=8, maze_size=5, n_walls=3, max_steps=6, total_updates=4,
+    log_interval=2, eval_interval=0, checkpoint_interval=2, screenshot_interval=0,
+)  # fmt: skip
+
+
+def zero_state(template):
+    """A runner state of zeros shaped like `template` (typed RNG keys as keys of zero data)."""
+
+    def zeros(leaf):
+        if jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+            return jax.random.wrap_key_data(jnp.zeros(jax.eval_shape(jax.random.key_data, leaf).shape, jnp.uint32))
+        return jnp.zeros(leaf.shape, leaf.dtype)
+
+    return jax.tree.map(zeros, template)
+
+
+@pytest.fixture(scope="module")
+def zero_run(tmp_path_factory):
+    """(config, the state to save, a function writing a run folder with checkpoints at the given updates)."""
+    root = tmp_path_factory.mktemp("runs")
+    config = with_flags(dr.Config(), **TINY, runs_dir=str(root))
+    rngs = jax.random.split(jax.random.key(config.run.seed), config.run.num_seeds)
+    state = zero_state(jax.eval_shape(dr.make_train(config).init, rngs))
+
+    def make(run_dir: Path, updates) -> Path:
+        run_dir.mkdir(parents=True)
+        (run_dir / "config.json").write_text(json.dumps({"script": "algos/dr.py", "config": flags_of(config)}))
+        for update in updates:
+            checkpoint.save(checkpoint.checkpoint_path(run_dir / "checkpoints", update), state, update, {})
+        return run_dir
+
+    return config, state, make
+
+
+def test_a_checkpoint_pruned_while_it_is_read_is_replaced_by_the_next_newest(tmp_path, zero_run, monkeypatch):
+    _, state, make = zero_run
+    run_dir = make(tmp_path / "training", (2, 4))
+    directory = run_dir / "checkpoints"
+    read_payload, reads = checkpoint._read_payload, []
+
+    def training_goes_on(path):
+        """The training process saves two newer checkpoints and prunes to 2 (as the driver does) just as
+        evaluate is about to read the newest one it found."""
+        reads.append(path.name)
+        if len(reads) == 1:
+            for update in (6, 8):
+                checkpoint.save(checkpoint.checkpoint_path(directory, update), state, update, {})
+            checkpoint.prune(directory, keep=2)
+        return read_payload(path)
+
+    monkeypatch.setattr(checkpoint, "_read_payload", training_goes_on)
+    _, _, _, update = load_run(run_dir, None)
+    assert reads[0] == "update_00000004.msgpack" and update == 8, reads
+
+
+def test_a_missing_checkpoint_flag_is_a_one_line_error(tmp_path, zero_run):
+    run_dir = zero_run[2](tmp_path / "run", (2,))
+    result = subprocess.run(
+        [sys.executable, "-m", "common.evaluate", "--run-dir", str(run_dir), "--checkpoint", str(run_dir / "nope")],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "nope" in lines[0] and "does not exist" in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(
+    ("flags", "fragment"),
+    [
+        (["--risk-max-steps", "0"], "--risk-max-steps must be at least 1, got 0"),
+        (["--risk-maze-size", "7", "--risk-walls", "48"], "--risk-walls (48) must leave two cells free"),
+        (["--risk-maze-size", "1"], "--risk-maze-size must be in [2, 101], got 1"),
+    ],
+)
+def test_risk_flags_are_one_line_errors_before_anything_loads(tmp_path, flags, fragment):
+    result = subprocess.run(
+        [sys.executable, "-m", "common.evaluate", "--run-dir", str(tmp_path / "absent"), "--risk", *flags],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert fragment in lines[0], lines[0]
+
+
+def test_the_risk_evaluation_plays_and_records_its_own_configuration(tmp_path, zero_run, monkeypatch, capsys):
+    config, _, make = zero_run
+    run_dir = make(tmp_path / "run", (4,))
+    played = []
+    play_levels = common.evaluate.play_levels
+
+    def recording(rng, apply, params, carry, levels, env_params, max_steps):
+        played.append((levels.wall_map.shape[-2:], max_steps, env_params.max_steps))
+        return play_levels(rng, apply, params, carry, levels, env_params, max_steps)
+
+    monkeypatch.setattr(common.evaluate, "play_levels", recording)
+    args = Args(run_dir=run_dir, mazes=(), risk=True, risk_levels=6, risk_episodes=2, risk_maze_size=6,
+                risk_walls=5, risk_max_steps=9, batch=12)  # fmt: skip
+    common.evaluate.main(args)
+    assert config.env_params.max_steps == 6 and played and set(played) == {((6, 6), 9, 9)}, played
+    (risk_csv,) = (run_dir / "eval").glob("risk_00000004_*.csv")
+    rows = list(csv.DictReader(open(risk_csv)))
+    assert [float(row["alpha"]) for row in rows[::2]] == list(RISK_ALPHAS)
+    recorded = {(row["maze_size"], row["walls"], row["max_steps"], row["levels"], row["episodes"]) for row in rows}
+    assert recorded == {("6", "5", "9", "6", "2")}, recorded
+    assert all(0.0 <= float(row["win_rate"]) <= 1.0 for row in rows)
+    assert "6x6 mazes with 5 walls, at most 9 steps" in capsys.readouterr().out
+
+
+def test_the_authors_alphas():
+    """SFL's minigrid analysis (eval_minigrid_2_analyse.py): 0.01, 0.1, then 1, 2, 5, 10, 20, 50, 100 percent."""
+    assert RISK_ALPHAS == (0.01, 0.1, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)

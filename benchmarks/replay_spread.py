@@ -1,0 +1,117 @@
+"""How much a replay score informs, and how widely replay spreads: one run of a replay script, its buffer read
+after every chunk.
+
+    python benchmarks/replay_spread.py --algo plr --score-function learnability --total-updates 300
+
+Trains one seed at the script's defaults (the papers' mazes, 32 envs x 256 steps, 250-step episodes) with the
+given score, buffer size and length, and after each chunk of --log-interval updates prints a JSON line:
+the share of filled slots whose score is non-zero, the replay probability on those slots (the expected share of
+replayed levels with a non-zero score), the largest slot probability, the effective number of levels replay
+draws from (1 / sum p^2), how many slots share the top score, and of one replay batch drawn from the buffer
+(--num-envs draws, as the script draws them) the distinct levels and the share with a non-zero score. The last
+line adds the device, versions and commit. Reads only what every version of the buffer has (scores, filled, the
+replay distribution, `sample_replay`), so the same file measures an earlier commit.
+"""
+
+import importlib
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import jax
+import numpy as np
+import tyro
+
+# SCAFFOLDING: make `algos` and `common` importable when run as a script.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from common import level_buffer  # noqa: E402
+from common.config import with_flags  # noqa: E402
+from common.provenance import describe_environment  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Args:
+    algo: Literal["plr", "accel", "plr_parallel", "accel_parallel"] = "plr"
+    """The replay script."""
+    score_function: str = "learnability"
+    """Its --score-function."""
+    prioritization: Literal["rank", "proportional"] = "rank"
+    """Its --prioritization."""
+    total_updates: int = 400
+    """Updates to train."""
+    log_interval: int = 25
+    """Updates per chunk: the buffer is read after each."""
+    buffer_size: int = 1000
+    """Level buffer capacity (the papers' 4000 takes 4x the updates to warm up)."""
+    maze_size: int = 13
+    """Interior size of training mazes."""
+    n_walls: int = 60
+    """Walls per training level."""
+    lstm_size: int = 256
+    """LSTM units of the student."""
+    seed: int = 0
+    """Random seed."""
+
+
+def replay_spread(buffer, settings: dict, batch: int, rng) -> dict:
+    """The buffer's score and replay figures (one seed's buffer), and one replay batch of `batch` draws."""
+    probs = np.asarray(level_buffer.replay_probabilities(buffer, **settings))
+    filled = np.asarray(buffer.filled)
+    scores = np.asarray(buffer.scores)
+    nonzero = filled & (scores != 0)
+    _, drawn = level_buffer.sample_replay(rng, buffer, batch, **settings)
+    drawn = np.asarray(drawn)
+    return {
+        "fill": float(filled.mean()),
+        "nonzero_score_share": float(nonzero.sum() / max(filled.sum(), 1)),
+        "replay_on_nonzero": float(probs[nonzero].sum()),
+        "largest_probability": float(probs.max()),
+        "effective_levels": float(1.0 / max((probs**2).sum(), 1e-12)),
+        "top_score_ties": int((filled & (scores == scores[filled].max())).sum()) if filled.any() else 0,
+        "batch_distinct_levels": len(set(drawn.tolist())),
+        "batch_nonzero_draws": float(nonzero[drawn].mean()),
+    }
+
+
+def main(args: Args) -> None:
+    module = importlib.import_module(f"algos.{args.algo}")
+    config = with_flags(
+        module.Config(),
+        score_function=args.score_function,
+        prioritization=args.prioritization,
+        buffer_size=args.buffer_size,
+        maze_size=args.maze_size,
+        n_walls=args.n_walls,
+        lstm_size=args.lstm_size,
+        total_updates=args.total_updates,
+        log_interval=args.log_interval,
+        seed=args.seed,
+        num_seeds=1,
+        eval_interval=0,
+        checkpoint_interval=args.log_interval,
+        screenshot_interval=0,
+        total_student_updates=None,
+    )
+    functions = module.make_train(config)
+    runner = jax.jit(functions.init)(jax.random.split(jax.random.key(args.seed), 1))
+    step = jax.jit(functions.step)
+    started = time.perf_counter()
+    for chunk in range(args.total_updates // args.log_interval):
+        runner, metrics = step(runner)
+        buffer = jax.device_get(jax.tree.map(lambda x: x[0], runner.buffer))
+        rng = jax.random.fold_in(jax.random.key(args.seed), chunk)
+        spread = replay_spread(buffer, config.buffer_settings, config.ppo.num_envs, rng)
+        row = {"update": (chunk + 1) * args.log_interval, **spread}
+        if "buffer/replay_fraction" in metrics:
+            row["replay_fraction"] = float(np.nanmean(metrics["buffer/replay_fraction"]))
+        print(json.dumps(row), flush=True)
+    summary = {"args": vars(args), "seconds": round(time.perf_counter() - started, 1), **describe_environment()}
+    print(json.dumps(summary), flush=True)
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))

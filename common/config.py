@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, get_type_hints
@@ -153,6 +154,28 @@ def run_problems(run: RunConfig, num_envs: int) -> list[tuple[bool, str]]:
         ),
         *placement_problems(run.devices, run.num_seeds, num_envs),
     ]
+
+
+def divisors(number: int) -> Iterator[int]:
+    """The positive divisors of a positive `number`, largest first."""
+    small = [candidate for candidate in range(1, math.isqrt(number) + 1) if number % candidate == 0]
+    yield from (number // candidate for candidate in small)
+    yield from (candidate for candidate in reversed(small) if candidate * candidate != number)
+
+
+def log_intervals_resuming_at(config, update: int) -> list[int]:
+    """The --log-interval values, largest first, with which `config` may continue a run saved at `update` > 0:
+    divisors of `update` that pass every check of the script's Config with the other flags as they are (each
+    interval and --total-updates a multiple of it, and a script's own, such as SFL's --refresh-interval). Chunks
+    then end on every multiple of every interval, as in a run that was never stopped."""
+    working = []
+    for candidate in divisors(update):
+        try:
+            with_flags(config, log_interval=candidate)
+        except ConfigError:
+            continue
+        working.append(candidate)
+    return working
 
 
 def range_problems(config) -> list[tuple[bool, str]]:

@@ -8,6 +8,11 @@ write logs.csv / wandb / the progress line, evaluate and take pictures when due,
 multi-host run every process runs the same computations, process 0's stop decisions are broadcast, and
 only process 0 writes files.
 
+Periodic work (evaluations, pictures, checkpoints, archives) happens when a chunk ends on a multiple of its
+interval, and every interval and --total-updates is a multiple of --log-interval. So a resume must start at a
+multiple of --log-interval too (otherwise it is refused before compiling, naming the values that work), and a
+resume that a stop criterion already ends trains nothing.
+
 `whole_run` is the same schedule as one pure function, for `BatchedOverSeeds.train`.
 """
 
@@ -23,7 +28,7 @@ import jax
 import numpy as np
 
 from common.checkpoint import Checkpoints, sweep_temporary_files
-from common.config import check_resumable, flags_of, parse_command_line, summary
+from common.config import check_resumable, flags_of, log_intervals_resuming_at, parse_command_line, summary
 from common.devices import initialize_distributed, make_placement
 from common.errors import ConfigError
 from common.runs import (
@@ -115,6 +120,12 @@ def train(config, make_train: Callable, script: str, headline: tuple[str, ...], 
     if settings.resume:
         runner, update, saved, path = checkpoints.restore(jax.eval_shape(init, rngs))
         check_resumable(saved, flags_of(config), f"from {path}, a checkpoint saved with another config")
+        env_steps, student_updates = update * config.env_steps_per_update, int(np.min(runner.student_updates))
+        reached = stop_reason(settings, update, env_steps, 0.0, student_updates)
+        if reached:
+            print(f"{run_dir} is at update {update} and has {reached}: nothing to train", file=sys.stderr)
+            return run_dir
+        check_aligned(config, update, run_dir)
         if writer:
             previous_log = read_log(run_dir / "logs.csv", update)
             wall_offset = float(previous_log.rows[-1]["wall_time"]) if previous_log.rows else 0.0
@@ -190,6 +201,25 @@ def train(config, make_train: Callable, script: str, headline: tuple[str, ...], 
         log.close()
         print(f"{reason}; {run_dir} at update {update}", file=sys.stderr)
     return run_dir
+
+
+def check_aligned(config, update: int, run_dir: Path) -> None:
+    """Refuse to resume at an `update` that is not a multiple of --log-interval: the run's chunks would then
+    never end on a multiple of --eval-interval, --checkpoint-interval, --archive-interval or
+    --screenshot-interval again, nor on --total-updates (each a multiple of --log-interval)."""
+    if update % config.run.log_interval == 0:
+        return
+    working = log_intervals_resuming_at(config, update)
+    shown = ", ".join(str(value) for value in working[:6]) + (", ..." if len(working) > 6 else "")
+    if working:
+        choice = f"one that divides {update} and fits every interval works: {shown}"
+    else:
+        choice = f"none that divides {update} fits the intervals as given; change them too"
+    raise ConfigError(
+        f"cannot resume {run_dir} at update {update} with --log-interval {config.run.log_interval}: its chunks would "
+        f"never end on a multiple of the intervals (evaluations, checkpoints, archives, pictures) or at "
+        f"--total-updates; {choice}"
+    )
 
 
 def level_labels(numbers: dict) -> list[str]:

@@ -3,6 +3,7 @@ run names confined to --runs-dir, --overwrite deleting only run folders, a lock 
 folder without a checkpoint or a checkpoint of another experiment, torn logs, one-line errors, range checks,
 temporary files swept, archives on schedule, a full disk. Everything happens in temporary folders."""
 
+import csv
 import errno
 import json
 import os
@@ -18,7 +19,7 @@ import pytest
 
 from algos import accel, accel_parallel, dr, paired, plr, plr_parallel, sfl
 from common import checkpoint, runs
-from common.config import with_flags
+from common.config import log_intervals_resuming_at, with_flags
 from common.errors import ConfigError
 from tests.states import assert_states_close, newest_state, run_script
 
@@ -317,3 +318,43 @@ def test_ctrl_c_during_compile_stops_cleanly(tmp_path):
     _, stderr = process.communicate(timeout=300)
     assert process.returncode == 0 and "Traceback" not in stderr and "stopped by SIGINT" in stderr, stderr
     assert checkpoint.list_checkpoints(tmp_path / "interrupted" / "checkpoints"), "resumable from update 0"
+
+
+def test_log_intervals_a_resume_may_use_divide_the_update_and_every_interval():
+    intervals = dict(total_updates=300, log_interval=20, eval_interval=100, checkpoint_interval=100)
+    config = tiny(Path("runs"), **intervals)
+    assert log_intervals_resuming_at(config, 150) == [50, 25, 10, 5, 2, 1]
+    assert log_intervals_resuming_at(with_flags(config, archive_interval=40), 150) == [10, 5, 2, 1]
+    scored = with_flags(sfl.Config(), **{**TINY, **intervals, "refresh_interval": 20})  # SFL's own interval counts
+    assert log_intervals_resuming_at(scored, 150) == [10, 5, 2, 1]
+
+
+def test_a_resume_off_the_log_interval_is_refused_and_an_aligned_one_keeps_every_schedule(tmp_path, capsys):
+    schedule = dict(eval_interval=4, checkpoint_interval=4, archive_interval=4, eval_mazes=("SixteenRooms",))
+    run = run_script(dr, tiny(tmp_path, run_name="r", total_updates=6, eval_episodes=2, **schedule))  # stops at 6
+    before = snapshot(run)
+    capsys.readouterr()
+    refused = r"cannot resume .*r at update 6 with --log-interval 4: .* one that divides 6 and fits every interval"
+    with pytest.raises(ConfigError, match=refused + " works: 2, 1$"):
+        run_script(dr, tiny(tmp_path, run_name="r", resume=True, total_updates=12, log_interval=4, **schedule))
+    assert snapshot(run) == before and "compiling" not in capsys.readouterr().err
+    run_script(dr, tiny(tmp_path, run_name="r", resume=True, total_updates=12, eval_episodes=2, **schedule))
+    with open(run / "logs.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [int(row["update"]) for row in rows] == [2, 4, 6, 8, 10, 12]
+    evaluated = [int(row["update"]) for row in rows if row["eval/solve_rate/SixteenRooms"]]
+    assert evaluated == [4, 8, 12]
+    names = [path.name for path in checkpoint.list_checkpoints(run / "checkpoints")]
+    archived = [path.name for path in checkpoint.list_checkpoints(run / "checkpoints" / "archive")]
+    assert names == ["update_00000008.msgpack", "update_00000012.msgpack"]
+    assert archived == ["update_00000004.msgpack", "update_00000008.msgpack", "update_00000012.msgpack"]
+
+
+def test_a_resume_at_or_past_its_end_trains_nothing_and_writes_nothing(tmp_path, finished_run, capsys):
+    run = copy_of(finished_run, tmp_path)
+    before = snapshot(run)
+    for total_updates in (4, 2):
+        run_script(dr, tiny(tmp_path, run_name=run.name, resume=True, total_updates=total_updates))
+        stderr = capsys.readouterr().err
+        assert f"is at update 4 and has reached --total-updates {total_updates}: nothing to train" in stderr
+        assert "compiling" not in stderr and snapshot(run) == before

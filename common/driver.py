@@ -94,19 +94,24 @@ def run(config, make_train: Callable, script: str, headline: tuple[str, ...]) ->
     as process 0, which holds the folder's lock until this returns or the process ends; `headline` names the
     metrics on the progress line. Returns the run folder."""
     settings = config.run
-    initialize_distributed(settings.devices)
-    placement = make_placement(settings, config.ppo.num_envs)
-    writer = placement.is_main_process  # in a multi-host run only process 0 writes files
-    if not writer:
-        return train(config, make_train, script, headline, placement, Path(settings.runs_dir) / settings.run_name)
-    folder = open_run_folder(config)
-    try:
-        return train(config, make_train, script, headline, placement, folder.path)
-    finally:
-        os.close(folder.lock)
+    # Ctrl+C and SIGTERM are caught from before config.json is written, so a stop at any moment leaves a folder
+    # with a checkpoint (`train` saves the initial state of a run stopped before its first chunk).
+    with StopSignal() as stop_signal:
+        initialize_distributed(settings.devices)
+        placement = make_placement(settings, config.ppo.num_envs)
+        if not placement.is_main_process:  # in a multi-host run only process 0 writes files
+            run_dir = Path(settings.runs_dir) / settings.run_name
+            return train(config, make_train, headline, placement, run_dir, stop_signal, script)
+        folder = open_run_folder(config)
+        try:
+            return train(config, make_train, headline, placement, folder.path, stop_signal, script)
+        finally:
+            os.close(folder.lock)
 
 
-def train(config, make_train: Callable, script: str, headline: tuple[str, ...], placement, run_dir: Path) -> Path:
+def train(
+    config, make_train: Callable, headline: tuple[str, ...], placement, run_dir: Path, stop_signal, script: str
+) -> Path:
     """The body of `run`, once the run folder is held (by process 0, the only one that writes)."""
     settings = config.run
     writer = placement.is_main_process
@@ -137,7 +142,14 @@ def train(config, make_train: Callable, script: str, headline: tuple[str, ...], 
     else:
         runner, update = init(rngs), 0
     runner = placement.place(runner)
-    with StopSignal() as stop_signal, errors_as_one_line(run_dir, checkpoints):
+    with errors_as_one_line(run_dir, checkpoints):
+        if placement.agree(bool(stop_signal.requested)):  # stopped before the compile: skip it
+            if not settings.resume:
+                placement.save(checkpoints, runner, update)
+            if writer:
+                reason = f"stopped by {stop_signal.requested or 'process 0'}"
+                print(f"{reason} before compiling; {run_dir} at update {update}", file=sys.stderr)
+            return run_dir
         print(f"compiling: a chunk of {settings.log_interval} updates, evaluation and pictures...", file=sys.stderr)
         step_chunk = compile_timed("training chunk", placement.jit(functions.step), runner)
         evaluate, eval_keys = None, []

@@ -30,9 +30,9 @@ from common.errors import ConfigError
 
 @contextlib.contextmanager
 def one_line_errors():
-    """Turn bad flags, run folders and checkpoints into `error: <message>` on stderr and exit status 2, and an
-    interrupt that could not stop cleanly (a second Ctrl+C) into one line and exit status 130, instead of a
-    traceback."""
+    """Turn bad flags, run folders and checkpoints into `error: <message>` on stderr and exit status 2, and a
+    Ctrl+C before the run's own handler is installed (`StopSignal`: while the flags are read) into one line and
+    exit status 130, instead of a traceback."""
     try:
         yield
     except (ConfigError, CheckpointError) as error:
@@ -131,8 +131,9 @@ def read_log(path: Path, resume_update: int) -> PreviousLog:
     """The logs.csv a resumed run continues, checked row by row: rows past the checkpoint are dropped (so the
     log matches it); a torn last row (a crash or a full disk cut it) is dropped with a warning; any other
     malformed row is a one-line error. Reads only."""
-    if not path.exists():
-        return PreviousLog([], [], [f"{path} is missing; the log restarts at update {resume_update}"])
+    if not path.exists():  # at update 0 no row can be lost: a run stopped before its first chunk has no log yet
+        warnings = [f"{path} is missing; the log restarts at update {resume_update}"] if resume_update else []
+        return PreviousLog([], [], warnings)
     text = path.read_text()
     lines = text.splitlines(keepends=True)
     warnings = []
@@ -239,7 +240,9 @@ def _duration(seconds: float) -> str:
 
 class StopSignal:
     """Ctrl+C and SIGTERM set `requested` instead of killing the process, so the driver can checkpoint at
-    the end of the current chunk and exit cleanly. A second Ctrl+C interrupts at once."""
+    the end of the current chunk (or compile) and exit cleanly. Repeated signals only say that the stop is
+    under way: an exception raised in the middle of a compile can crash the process (a segmentation fault),
+    and a run stopped before its first checkpoint would leave a folder that --resume refuses."""
 
     def __init__(self):
         self.requested = None
@@ -249,9 +252,15 @@ class StopSignal:
         return self
 
     def _handle(self, signum, frame):
-        if self.requested and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.requested = signal.Signals(signum).name
+        name = signal.Signals(signum).name
+        if self.requested:
+            note = f"{name} again: still stopping; kill -9 {os.getpid()} ends the run now, without a checkpoint"
+        else:
+            self.requested = name
+            note = f"{name}: stopping with a checkpoint after the current chunk or compile"
+        # os.write, not print: the handler may run while the main thread is inside a print to stderr.
+        end_progress_line = "\n" if os.isatty(2) else ""
+        os.write(2, f"{end_progress_line}{note}\n".encode())
 
     def __exit__(self, *exc):
         for sig, handler in self._previous.items():

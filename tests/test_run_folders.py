@@ -358,3 +358,44 @@ def test_a_resume_at_or_past_its_end_trains_nothing_and_writes_nothing(tmp_path,
         stderr = capsys.readouterr().err
         assert f"is at update 4 and has reached --total-updates {total_updates}: nothing to train" in stderr
         assert "compiling" not in stderr and snapshot(run) == before
+
+
+def start(tmp_path: Path, name: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "algos/dr.py", *TINY_FLAGS, "--runs-dir", str(tmp_path), "--run-name", name],
+        cwd=REPO_ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "WANDB_MODE": "disabled"},
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=lambda stop: stop.name)
+def test_a_signal_right_after_config_json_leaves_a_resumable_folder(tmp_path, stop, capsys):
+    process = start(tmp_path, "early")
+    while not (tmp_path / "early" / "config.json").exists() and process.poll() is None:
+        time.sleep(0.005)
+    process.send_signal(stop)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0 and f"stopped by {stop.name}" in stderr and "Traceback" not in stderr, stderr
+    assert "compiled training chunk" not in stderr, "a stop before the compile skips it"
+    run = tmp_path / "early"
+    assert [p.name for p in checkpoint.list_checkpoints(run / "checkpoints")] == ["update_00000000.msgpack"]
+    run_script(dr, tiny(tmp_path, run_name="early", resume=True))
+    assert "warning" not in capsys.readouterr().err, "a run stopped at update 0 has lost no log row"
+    with open(run / "logs.csv") as handle:
+        assert [int(row["update"]) for row in csv.DictReader(handle)] == [2, 4]
+
+
+@pytest.mark.slow
+def test_repeated_ctrl_c_during_the_compile_never_crashes(tmp_path):
+    process = start(tmp_path, "pressed")
+    while "compiling" not in process.stderr.readline():
+        pass
+    for _ in range(3):
+        time.sleep(0.15)
+        process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0 and "stopped by SIGINT" in stderr and "Traceback" not in stderr, stderr
+    assert checkpoint.list_checkpoints(tmp_path / "pressed" / "checkpoints"), "resumable from update 0"

@@ -283,11 +283,17 @@ def check_resumable(saved: dict, current: dict, where) -> None:
         raise ConfigError(f"cannot resume {where}: the config differs in {'; '.join(differing)}")
 
 
+def check_same_script(saved: dict, script: str | None, run_dir: Path) -> None:
+    """Refuse to resume a run (`saved`: its config.json) with another script than the one that started it."""
+    if script is not None and saved["script"] != script:
+        raise ConfigError(f"cannot resume {run_dir} with {script}: {saved['script']} started it; resume it with that")
+
+
 def read_saved_config(run_dir: Path) -> dict:
     """config.json of a run folder: {"script": ..., "config": {flag name: value}}, or a one-line error."""
     path = run_dir / "config.json"
     if not path.is_file():
-        raise ConfigError(f"{run_dir} is not a run folder (no config.json)")
+        raise ConfigError(absent_folder_problem(run_dir) or f"{run_dir} is not a run folder (no config.json)")
     try:
         saved = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
@@ -295,6 +301,23 @@ def read_saved_config(run_dir: Path) -> dict:
     if not (isinstance(saved, dict) and isinstance(saved.get("script"), str) and isinstance(saved.get("config"), dict)):
         raise ConfigError(f"{path} is not a cleanued config (expected an object with 'script' and 'config')")
     return saved
+
+
+def file_in_the_way(folder: Path) -> Path | None:
+    """The file that stands where `folder` or a folder holding it should be, if any."""
+    return next((path for path in (folder, *folder.parents) if path.exists() and not path.is_dir()), None)
+
+
+def absent_folder_problem(folder: Path) -> str | None:
+    """Why `folder` is not there, naming the folder that should hold it (a run's --runs-dir); None if it is."""
+    if folder.exists():
+        return None
+    in_the_way = file_in_the_way(folder)
+    if in_the_way:
+        return f"{folder} cannot exist: {in_the_way} is a file, not a folder"
+    if folder.parent.is_dir():
+        return f"{folder} does not exist (there is no {folder.name!r} in {folder.parent})"
+    return f"{folder} does not exist, nor does {folder.parent}"
 
 
 def config_from_saved(config_class, saved: dict, where):
@@ -310,10 +333,10 @@ def summary(docstring: str) -> str:
     return " ".join(docstring.strip().split("\n\n")[0].split())
 
 
-def parse_command_line(config_class, description: str, args: list[str] | None = None):
+def parse_command_line(config_class, description: str, args: list[str] | None = None, script: str | None = None):
     """The script's Config from the command line. With --resume, the run's saved config.json supplies every
     value: flags for run length, logging and placement override it, and any other flag that differs from it
-    is refused, listing every such flag."""
+    is refused, listing every such flag; so is a run that another script (`script`: 'algos/dr.py') started."""
     peek = argparse.ArgumentParser(add_help=False)
     peek.add_argument("--resume", action="store_true")
     peek.add_argument("--no-resume", dest="resume", action="store_false")
@@ -327,6 +350,7 @@ def parse_command_line(config_class, description: str, args: list[str] | None = 
         raise ConfigError("--resume and --overwrite exclude each other")
     defaults = config_class().run
     run_dir = Path(known.runs_dir or defaults.runs_dir) / (known.run_name or defaults.run_name)
-    saved = read_saved_config(run_dir)["config"]
-    start = config_from_saved(config_class, {**saved, "resume": True, "overwrite": False}, run_dir)
+    saved = read_saved_config(run_dir)
+    check_same_script(saved, script, run_dir)
+    start = config_from_saved(config_class, {**saved["config"], "resume": True, "overwrite": False}, run_dir)
     return tyro.cli(config_class, description=description, args=args, default=start)

@@ -84,9 +84,10 @@ def whole_run(init: Callable, step: Callable, evaluate: Callable, run) -> Callab
 def main(config_class, make_train: Callable, docstring: str, script_file: str, headline: tuple[str, ...]) -> None:
     """A script's command line: parse the flags (on --resume, from the saved config) and `run` them, reporting
     bad input as one `error:` line with exit status 2."""
+    script = f"algos/{Path(script_file).name}"
     with one_line_errors():
-        config = parse_command_line(config_class, summary(docstring))
-        run(config, make_train, f"algos/{Path(script_file).name}", headline)
+        config = parse_command_line(config_class, summary(docstring), script=script)
+        run(config, make_train, script, headline)
 
 
 def run(config, make_train: Callable, script: str, headline: tuple[str, ...]) -> Path:
@@ -102,7 +103,7 @@ def run(config, make_train: Callable, script: str, headline: tuple[str, ...]) ->
         if not placement.is_main_process:  # in a multi-host run only process 0 writes files
             run_dir = Path(settings.runs_dir) / settings.run_name
             return train(config, make_train, headline, placement, run_dir, stop_signal, script)
-        folder = open_run_folder(config)
+        folder = open_run_folder(config, script)
         try:
             return train(config, make_train, headline, placement, folder.path, stop_signal, script)
         finally:
@@ -112,11 +113,10 @@ def run(config, make_train: Callable, script: str, headline: tuple[str, ...]) ->
 def train(
     config, make_train: Callable, headline: tuple[str, ...], placement, run_dir: Path, stop_signal, script: str
 ) -> Path:
-    """The body of `run`, once the run folder is held (by process 0, the only one that writes)."""
+    """The body of `run`, once the run folder is held (by process 0, the only one that writes) and a new run's
+    config.json is written."""
     settings = config.run
     writer = placement.is_main_process
-    if writer and not settings.resume:
-        record_config(run_dir, config, script)  # marks the folder as a run folder from the start
     functions = make_train(config)
     init = jax.jit(functions.init)
     rngs = jax.random.split(jax.random.key(settings.seed), settings.num_seeds)
@@ -246,6 +246,10 @@ def errors_as_one_line(run_dir: Path, checkpoints: Checkpoints):
     try:
         yield
     except OSError as error:
-        newest = checkpoints.newest() or "none"
-        message = f"could not write to {run_dir} ({error.strerror or error}); its newest complete checkpoint is"
-        raise ConfigError(f"{message} {newest}: free space, then --resume") from None
+        newest = checkpoints.newest()
+        message = f"could not write to {run_dir} ({error.strerror or error})"
+        if newest is None:
+            message += "; it has no checkpoint yet: free space, then start over with --overwrite"
+        else:
+            message += f"; its newest complete checkpoint is {newest}: free space, then --resume"
+        raise ConfigError(message) from None

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from common.checkpoint import CheckpointError, list_checkpoints, write_atomic
-from common.config import check_resumable, flags_of, read_saved_config
+from common.config import check_resumable, check_same_script, file_in_the_way, flags_of, read_saved_config
 from common.errors import ConfigError
 
 
@@ -71,18 +71,24 @@ def lock_run_folder(run_dir: Path) -> int:
     return descriptor
 
 
-def open_run_folder(config) -> RunFolder:
-    """Check `runs_dir/run_name` against the flags (new, --resume or --overwrite) and take its lock. Refuses
-    anything that would lose or mix saved work: a name that is not one plain folder name (checked with the
-    flags), a folder another process holds, --overwrite of a folder that is not a run folder, --resume of a
-    folder with no checkpoint. Writes nothing, except that --overwrite deletes the old run once locked; a new
-    run's config.json follows at once (`record_config`)."""
+def open_run_folder(config, script: str) -> RunFolder:
+    """Check `runs_dir/run_name` against the flags (new, --resume or --overwrite) and take its lock; a new run
+    (`script`: 'algos/dr.py') also gets its config.json, which marks the folder as a run folder. Refuses anything
+    that would lose or mix saved work: a name that is not one plain folder name (checked with the flags), a file
+    in the way, a folder another process holds, --overwrite of a folder that is not a run folder, --resume of a
+    folder with no checkpoint or of another script's run. Writes nothing else, except that --overwrite deletes
+    the old run once locked. If config.json cannot be written (a full disk), the folders this call created are
+    removed again."""
     run = config.run
     run_dir = Path(run.runs_dir) / run.run_name
-    if run_dir.exists() and not run_dir.is_dir():
+    in_the_way = file_in_the_way(run_dir)
+    if in_the_way == run_dir:
         raise ConfigError(f"{run_dir} exists and is not a folder; choose another --run-name")
+    if in_the_way:
+        raise ConfigError(f"--runs-dir {run.runs_dir} is not a folder ({in_the_way} is a file); choose another")
     if run.resume:
         saved = read_saved_config(run_dir)
+        check_same_script(saved, script, run_dir)
         check_resumable(saved["config"], flags_of(config), run_dir)
         lock = lock_run_folder(run_dir)
         if not list_checkpoints(run_dir / "checkpoints"):
@@ -99,7 +105,12 @@ def open_run_folder(config) -> RunFolder:
         if not is_run_folder(run_dir):
             reason = "no config.json from an algos/ script"
             raise ConfigError(f"{run_dir} is not a run folder ({reason}); refusing to delete it")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    created = [folder for folder in (run_dir, *run_dir.parents) if not folder.exists()]  # innermost first
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        remove_empty_folders(created)
+        raise ConfigError(f"could not create {run_dir} ({error.strerror or error})") from None
     lock = lock_run_folder(run_dir)
     for entry in run_dir.iterdir():
         if not run.overwrite:
@@ -109,13 +120,32 @@ def open_run_folder(config) -> RunFolder:
             shutil.rmtree(entry)
         else:
             entry.unlink()
+    try:
+        record_config(run_dir, config, script)
+    except ConfigError:
+        os.close(lock)
+        remove_empty_folders(created)
+        raise
     return RunFolder(run_dir, lock)
+
+
+def remove_empty_folders(folders: list[Path]) -> None:
+    """Remove `folders` (innermost first) as long as they are empty; never deletes a file."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 def record_config(run_dir: Path, config, script: str) -> None:
     """config.json: every field by flag name and the script that ran it (never environment variables or
-    secrets)."""
-    write_atomic(run_dir / "config.json", json.dumps({"script": script, "config": flags_of(config)}, indent=2).encode())
+    secrets). A failed write (a full disk) is a one-line error and leaves the previous config.json, if any."""
+    path = run_dir / "config.json"
+    try:
+        write_atomic(path, json.dumps({"script": script, "config": flags_of(config)}, indent=2).encode())
+    except OSError as error:
+        raise ConfigError(f"could not write {path} ({error.strerror or error}): free space and run again") from None
 
 
 INTEGER_COLUMNS = ("seed", "update", "env_steps")

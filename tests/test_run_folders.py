@@ -1,7 +1,9 @@
 """Run folders cannot be lost, escaped or mixed (the fault trial's defects, each with a test that failed before):
 run names confined to --runs-dir, --overwrite deleting only run folders, a lock per run folder, --resume refusing a
-folder without a checkpoint or a checkpoint of another experiment, torn logs, one-line errors, range checks,
-temporary files swept, archives on schedule, a full disk. Everything happens in temporary folders."""
+folder without a checkpoint, a checkpoint of another experiment, another script's run or a missing folder by name,
+torn logs, one-line errors, range checks, temporary files swept, archives on schedule, a resume only at a multiple
+of --log-interval (so every schedule holds) and never past its end, Ctrl+C / SIGTERM at any moment, a full disk
+(also at the start), a --runs-dir that is a file. Everything happens in temporary folders."""
 
 import csv
 import errno
@@ -19,7 +21,7 @@ import pytest
 
 from algos import accel, accel_parallel, dr, paired, plr, plr_parallel, sfl
 from common import checkpoint, runs
-from common.config import log_intervals_resuming_at, with_flags
+from common.config import log_intervals_resuming_at, parse_command_line, with_flags
 from common.errors import ConfigError
 from tests.states import assert_states_close, newest_state, run_script
 
@@ -399,3 +401,63 @@ def test_repeated_ctrl_c_during_the_compile_never_crashes(tmp_path):
     _, stderr = process.communicate(timeout=300)
     assert process.returncode == 0 and "stopped by SIGINT" in stderr and "Traceback" not in stderr, stderr
     assert checkpoint.list_checkpoints(tmp_path / "pressed" / "checkpoints"), "resumable from update 0"
+
+
+def no_space(descriptor):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_full_disk_at_start_is_one_line_and_leaves_no_folder(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "fsync", no_space)
+    with pytest.raises(ConfigError, match=r"could not write .*config.json \(No space left on device\): free space"):
+        run_script(dr, tiny(tmp_path / "runs", run_name="full"))
+    assert list(tmp_path.iterdir()) == [], "the runs dir this attempt created is gone too"
+
+
+def test_a_full_disk_at_resume_is_one_line_and_changes_nothing(tmp_path, finished_run, monkeypatch):
+    run = copy_of(finished_run, tmp_path)
+    before = snapshot(run)
+    monkeypatch.setattr(os, "fsync", no_space)
+    with pytest.raises(ConfigError, match=r"could not write .*config.json \(No space left on device\): free space"):
+        run_script(dr, tiny(tmp_path, run_name=run.name, resume=True, total_updates=6))
+    assert snapshot(run) == before
+
+
+def test_a_full_disk_before_the_first_checkpoint_says_to_start_over(tmp_path, monkeypatch):
+    monkeypatch.setattr(checkpoint, "save", lambda *_: no_space(None))
+    with pytest.raises(ConfigError, match="No space left on device.*no checkpoint yet: .*start over with --overwrite"):
+        run_script(dr, tiny(tmp_path, run_name="full"))
+
+
+def test_runs_dir_that_is_a_file_is_one_line_and_changes_nothing(tmp_path):
+    a_file = tmp_path / "afile"
+    a_file.write_text("not a folder")
+    before = snapshot(tmp_path)
+    with pytest.raises(ConfigError, match=f"--runs-dir {a_file} is not a folder \\({a_file} is a file\\)"):
+        run_script(dr, tiny(a_file, run_name="r"))
+    with pytest.raises(ConfigError, match=f"{a_file}/r cannot exist: {a_file} is a file, not a folder"):
+        parse_command_line(dr.Config, "", ["--resume", "--runs-dir", str(a_file), "--run-name", "r"])
+    assert snapshot(tmp_path) == before
+
+
+def test_resuming_a_missing_run_says_it_does_not_exist(tmp_path):
+    resume = ["--resume", "--runs-dir", str(tmp_path), "--run-name", "missing"]
+    with pytest.raises(ConfigError, match=f"^{tmp_path}/missing does not exist \\(there is no 'missing' in {tmp_path}"):
+        parse_command_line(dr.Config, "", resume)
+    resume[2] = str(tmp_path / "nowhere")
+    with pytest.raises(ConfigError, match=f"nowhere/missing does not exist, nor does {tmp_path}/nowhere$"):
+        parse_command_line(dr.Config, "", resume)
+
+
+def test_a_resume_with_another_script_names_both(tmp_path, finished_run):
+    run = copy_of(finished_run, tmp_path)
+    before = snapshot(run)
+    started_by = f"cannot resume {run} with algos/plr.py: algos/dr.py started it"
+    one_line_error(
+        cli("--resume", "--runs-dir", str(tmp_path), "--run-name", run.name, script="algos/plr.py"), started_by
+    )
+    with pytest.raises(ConfigError, match=started_by):
+        run_script(
+            plr, with_flags(plr.Config(), **{**TINY, "runs_dir": str(tmp_path), "run_name": run.name}, resume=True)
+        )
+    assert snapshot(run) == before

@@ -37,6 +37,7 @@ import tyro
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
+from common import level_buffer  # noqa: E402
 from common.config import flags_of, with_flags  # noqa: E402
 from common.devices import make_placement  # noqa: E402
 from common.provenance import describe_environment  # noqa: E402
@@ -108,8 +109,9 @@ def _parse(value: str):
 
 
 def warm_buffers(runner, config):
-    """The runner with every seed's level buffer full (no-op for methods without one)."""
-    if not hasattr(runner, "buffer"):
+    """The runner with every seed's level buffer full (no-op for methods without a PLR buffer; SFL's is rebuilt
+    by its first refresh)."""
+    if not isinstance(getattr(runner, "buffer", None), level_buffer.LevelBuffer):
         return runner
     buffer = runner.buffer
     num_seeds, capacity = buffer.scores.shape

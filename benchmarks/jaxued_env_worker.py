@@ -1,0 +1,100 @@
+"""Random-policy throughput of JaxUED's Maze (the PyPI wheel, jaxued 0.0.1), the protocol of bench_env.py; run by
+`bench_jaxued.py` with the Python of the JaxUED virtual environment, never imported by our code.
+
+The env is `jaxued.environments.Maze` as JaxUED's examples build it (13x13, agent view 5, normalized
+observations, 250-step episodes). `--wrapper resample` is `AutoResetWrapper` with `make_level_generator(13, 13,
+n_walls)`, what examples/maze_dr.py trains on (a fresh random level wherever an episode ends); `--wrapper restart`
+is `AutoReplayWrapper` (the same level again), what examples/maze_plr.py and maze_paired.py train on. Random
+actions over the env's action space (7, MiniGrid's set); each step's observation enters the result. Prints one
+JSON line per env count.
+
+    <jaxued venv>/bin/python benchmarks/jaxued_env_worker.py --num-envs 32 1024 --wrapper resample
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from importlib import metadata
+
+import jax
+import jax.numpy as jnp
+from jaxued.environments import Maze
+from jaxued.environments.maze import make_level_generator
+from jaxued.wrappers import AutoReplayWrapper, AutoResetWrapper
+
+SIZE = 13
+"""examples/maze_*.py: Maze(max_height=13, max_width=13, ...)."""
+
+
+def make_rollout(num_envs: int, num_steps: int, n_walls: int, restart: bool):
+    base = Maze(max_height=SIZE, max_width=SIZE, agent_view_size=5, normalize_obs=True)
+    sample_level = make_level_generator(SIZE, SIZE, n_walls)
+    env = AutoReplayWrapper(base) if restart else AutoResetWrapper(base, sample_level)
+    params = env.default_params
+    num_actions = env.action_space(params).n
+
+    def rollout(rng):
+        rng_levels, rng_reset, rng_steps = jax.random.split(rng, 3)
+        levels = jax.vmap(sample_level)(jax.random.split(rng_levels, num_envs))
+        _, state = jax.vmap(env.reset_to_level, (0, 0, None))(jax.random.split(rng_reset, num_envs), levels, params)
+
+        def body(carry, rng_step):
+            state, total = carry
+            rng_action, rng_env = jax.random.split(rng_step)
+            actions = jax.random.randint(rng_action, (num_envs,), 0, num_actions)
+            obs, state, reward, _, _ = jax.vmap(env.step, (0, 0, 0, None))(
+                jax.random.split(rng_env, num_envs), state, actions, params
+            )
+            return (state, total + reward.sum() + obs.image.sum()), None
+
+        (_, total), _ = jax.lax.scan(body, (state, jnp.float32(0)), jax.random.split(rng_steps, num_steps))
+        return total
+
+    return jax.jit(rollout)
+
+
+def main() -> None:
+    cli = argparse.ArgumentParser()
+    cli.add_argument("--num-envs", type=int, nargs="+", default=[32, 1024])
+    cli.add_argument("--num-steps", type=int, default=256)
+    cli.add_argument("--repeats", type=int, default=5)
+    cli.add_argument("--n-walls", type=int, default=60)
+    cli.add_argument("--wrapper", choices=["resample", "restart"], default="resample")
+    options = cli.parse_args()
+    for num_envs in options.num_envs:
+        rollout = make_rollout(num_envs, options.num_steps, options.n_walls, options.wrapper == "restart")
+        rng = jax.random.PRNGKey(0)
+        started = time.perf_counter()
+        compiled = rollout.lower(rng).compile()
+        compile_s = time.perf_counter() - started
+        compiled(rng).block_until_ready()
+        durations = []
+        for repeat in range(options.repeats):
+            started = time.perf_counter()
+            compiled(jax.random.PRNGKey(repeat + 1)).block_until_ready()
+            durations.append(time.perf_counter() - started)
+        seconds = statistics.median(durations)
+        result = {
+            "bench": "env",
+            "impl": "jaxued",
+            "wrapper": options.wrapper,
+            "size": SIZE,
+            "n_walls": options.n_walls,
+            "num_envs": num_envs,
+            "num_steps": options.num_steps,
+            "compile_s": round(compile_s, 3),
+            "steady_s": round(seconds, 4),
+            "env_steps_per_s": round(num_envs * options.num_steps / seconds),
+            "device": str(jax.devices()[0].device_kind),
+            "python": platform.python_version(),
+            "versions": {name: metadata.version(name) for name in ("jaxued", "jax", "jaxlib")},
+            "cpu_count": os.cpu_count(),
+        }
+        print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

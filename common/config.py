@@ -293,7 +293,7 @@ def read_saved_config(run_dir: Path) -> dict:
     """config.json of a run folder: {"script": ..., "config": {flag name: value}}, or a one-line error."""
     path = run_dir / "config.json"
     if not path.is_file():
-        raise ConfigError(absent_folder_problem(run_dir) or f"{run_dir} is not a run folder (no config.json)")
+        raise ConfigError(f"{run_dir} is not a run folder (no config.json)")
     try:
         saved = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
@@ -314,10 +314,18 @@ def absent_folder_problem(folder: Path) -> str | None:
         return None
     in_the_way = file_in_the_way(folder)
     if in_the_way:
-        return f"{folder} cannot exist: {in_the_way} is a file, not a folder"
+        return f"{in_the_way} is a file, not a folder"
     if folder.parent.is_dir():
-        return f"{folder} does not exist (there is no {folder.name!r} in {folder.parent})"
-    return f"{folder} does not exist, nor does {folder.parent}"
+        return f"it does not exist (there is no {folder.name!r} in {folder.parent})"
+    return f"it does not exist, nor does {folder.parent}"
+
+
+def read_config_to_resume(run_dir: Path) -> dict:
+    """`read_saved_config` for --resume, saying first if the run folder is not there at all."""
+    problem = absent_folder_problem(run_dir)
+    if problem:
+        raise ConfigError(f"cannot resume {run_dir}: {problem}")
+    return read_saved_config(run_dir)
 
 
 def config_from_saved(config_class, saved: dict, where):
@@ -350,7 +358,7 @@ def parse_command_line(config_class, description: str, args: list[str] | None = 
         raise ConfigError("--resume and --overwrite exclude each other")
     defaults = config_class().run
     run_dir = Path(known.runs_dir or defaults.runs_dir) / (known.run_name or defaults.run_name)
-    saved = read_saved_config(run_dir)
+    saved = read_config_to_resume(run_dir)
     check_same_script(saved, script, run_dir)
     start = config_from_saved(config_class, {**saved["config"], "resume": True, "overwrite": False}, run_dir)
     return tyro.cli(config_class, description=description, args=args, default=start)

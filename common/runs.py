@@ -24,7 +24,14 @@ from typing import NamedTuple
 import numpy as np
 
 from common.checkpoint import CheckpointError, list_checkpoints, write_atomic
-from common.config import check_resumable, check_same_script, file_in_the_way, flags_of, read_saved_config
+from common.config import (
+    check_resumable,
+    check_same_script,
+    file_in_the_way,
+    flags_of,
+    read_config_to_resume,
+    read_saved_config,
+)
 from common.errors import ConfigError
 
 
@@ -87,7 +94,7 @@ def open_run_folder(config, script: str) -> RunFolder:
     if in_the_way:
         raise ConfigError(f"--runs-dir {run.runs_dir} is not a folder ({in_the_way} is a file); choose another")
     if run.resume:
-        saved = read_saved_config(run_dir)
+        saved = read_config_to_resume(run_dir)
         check_same_script(saved, script, run_dir)
         check_resumable(saved["config"], flags_of(config), run_dir)
         lock = lock_run_folder(run_dir)

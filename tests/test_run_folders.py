@@ -435,17 +435,20 @@ def test_runs_dir_that_is_a_file_is_one_line_and_changes_nothing(tmp_path):
     before = snapshot(tmp_path)
     with pytest.raises(ConfigError, match=f"--runs-dir {a_file} is not a folder \\({a_file} is a file\\)"):
         run_script(dr, tiny(a_file, run_name="r"))
-    with pytest.raises(ConfigError, match=f"{a_file}/r cannot exist: {a_file} is a file, not a folder"):
+    with pytest.raises(ConfigError, match=f"^cannot resume {a_file}/r: {a_file} is a file, not a folder$"):
         parse_command_line(dr.Config, "", ["--resume", "--runs-dir", str(a_file), "--run-name", "r"])
     assert snapshot(tmp_path) == before
 
 
 def test_resuming_a_missing_run_says_it_does_not_exist(tmp_path):
     resume = ["--resume", "--runs-dir", str(tmp_path), "--run-name", "missing"]
-    with pytest.raises(ConfigError, match=f"^{tmp_path}/missing does not exist \\(there is no 'missing' in {tmp_path}"):
+    missing = f"^cannot resume {tmp_path}/missing: it does not exist \\(there is no 'missing' in {tmp_path}\\)$"
+    with pytest.raises(ConfigError, match=missing):
         parse_command_line(dr.Config, "", resume)
+    with pytest.raises(ConfigError, match=missing):
+        run_script(dr, tiny(tmp_path, run_name="missing", resume=True))
     resume[2] = str(tmp_path / "nowhere")
-    with pytest.raises(ConfigError, match=f"nowhere/missing does not exist, nor does {tmp_path}/nowhere$"):
+    with pytest.raises(ConfigError, match=f"nowhere/missing: it does not exist, nor does {tmp_path}/nowhere$"):
         parse_command_line(dr.Config, "", resume)
 
 

@@ -4,7 +4,9 @@ Every phase is built from the functions of the method's script (rollout, compute
 level_scores, the level buffer, the teacher), jitted, and run inside a `lax.scan` of `--iterations`
 steps, because that is where training runs it: XLA compiles a loop body differently from straight-line
 code (a convolution's weight gradient ran 20-100x slower inside a loop on XLA:CPU before `Conv3x3`).
-Reports the median over `--repeats` calls of the seconds per iteration, one seed, the paper settings.
+Reports the median over `--repeats` calls of the seconds per iteration, one seed, the paper settings, with
+XLA's count of the floating-point operations of each phase and the rate that gives; `--algo paired` adds a
+plain matmul of the teacher's input-projection size as the device's reference rate for dense work.
 
     python benchmarks/profile_update.py --algo dr
     python benchmarks/profile_update.py --algo plr
@@ -68,7 +70,34 @@ def time_phase(name: str, body, carry, args: Args) -> dict:
         started = time.perf_counter()
         jax.block_until_ready(compiled(carry, jax.random.key(repeat + 1)))
         durations.append((time.perf_counter() - started) / args.iterations)
-    return {"phase": name, "s_per_update": round(statistics.median(durations), 4), "compile_s": round(compile_s, 2)}
+    seconds = statistics.median(durations)
+    flops = compiled_flops(compiled) / args.iterations
+    return {
+        "phase": name,
+        "s_per_update": round(seconds, 4),
+        "compile_s": round(compile_s, 2),
+        "gflop_per_update": round(flops / 1e9, 2),
+        "gflop_per_s": round(flops / 1e9 / seconds, 1),
+    }
+
+
+def compiled_flops(compiled) -> float:
+    """Floating-point operations of one call, as XLA counts them (loop bodies times their trip counts)."""
+    analysis = compiled.cost_analysis()
+    analysis = analysis[0] if isinstance(analysis, list) else analysis
+    return float(analysis.get("flops", 0.0))
+
+
+def matmul_reference(args: Args) -> dict:
+    """The rate of a plain float32 matmul in a scan, as large as the teacher's input projection (1,984 x 21,692
+    by 21,692 x 1,024): what this device reaches on dense work, the ceiling for a phase made of such matmuls."""
+    rng_a, rng_b = jax.random.split(jax.random.key(0))
+    a, b = jax.random.normal(rng_a, (1984, 21692)), jax.random.normal(rng_b, (21692, 1024))
+
+    def multiply(total, rng):
+        return total + 1e-9 * (a * (1.0 + total) @ b).sum()  # every entry used: XLA cannot slice the product
+
+    return time_phase("reference: one 1984 x 21692 x 1024 matmul", multiply, jnp.zeros(()), args)
 
 
 def touch(total: jax.Array, tree) -> jax.Array:
@@ -223,6 +252,7 @@ def main(args: Args) -> None:
         phases = teacher_phases(module, config, args, runner.teacher) + [
             {**phase, "phase": f"each student, {phase['phase']}"} for phase in phases
         ]
+        phases.append(matmul_reference(args))
     else:
         restart = args.algo != "dr"
         transitions, advantages, phases = student_phases(module, config, args, runner.train_state, restart)
@@ -233,9 +263,11 @@ def main(args: Args) -> None:
         print(json.dumps({"algo": args.algo, "num_envs": args.num_envs, "num_steps": args.num_steps, **phase}))
     setting = f"{args.algo}, {args.num_envs} envs x {args.num_steps} steps"
     print(f"\n{setting}, {environment['device']}, commit {environment['commit']}")
-    print("\n| phase | s per update | compile s |\n|---|---:|---:|")
+    print("\n| phase | s per update | compile s | GFLOP (XLA's count) | GFLOP/s |\n|---|---:|---:|---:|---:|")
     for phase in phases:
-        print(f"| {phase['phase']} | {phase['s_per_update']} | {phase['compile_s']} |")
+        numbers = ("s_per_update", "compile_s", "gflop_per_update", "gflop_per_s")
+        row = [phase["phase"], *(phase[key] for key in numbers)]
+        print("| " + " | ".join(map(str, row)) + " |")
 
 
 if __name__ == "__main__":

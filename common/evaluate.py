@@ -46,6 +46,7 @@ from common.config import (  # noqa: E402
     AT_LEAST_ONE,
     NON_NEGATIVE,
     Range,
+    absent_folder_problem,
     config_from_saved,
     raise_first,
     range_problems,
@@ -137,6 +138,9 @@ def load_script(script: str):
 
 def load_run(run_dir: Path, checkpoint: Path | None):
     """(script module, its Config, restored runner state for all seeds, update)."""
+    problem = absent_folder_problem(run_dir)
+    if problem:
+        raise ConfigError(f"cannot evaluate {run_dir}: {problem}")
     saved = read_saved_config(run_dir)
     module = load_script(saved["script"])
     config = with_flags(config_from_saved(module.Config, saved["config"], run_dir), resume=False)

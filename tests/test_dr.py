@@ -197,7 +197,8 @@ def test_evaluate_command(smoke_run):
     assert all(0.0 <= float(row.split(",")[4]) <= 1.0 for row in rows[1:])
     assert (run_dir / "eval" / "SixteenRooms_update_00000004.gif").stat().st_size > 0
     bad = subprocess.run([*command[:4], str(run_dir / "nope")], cwd=REPO_ROOT, capture_output=True, text=True)
-    assert bad.returncode == 2 and bad.stderr.strip().startswith("error:") and "no config.json" in bad.stderr
+    missing = f"error: cannot evaluate {run_dir / 'nope'}: it does not exist (there is no 'nope' in {run_dir})"
+    assert bad.returncode == 2 and bad.stderr.strip() == missing
 
 
 def test_wandb_offline_one_run_per_seed(tmp_path, monkeypatch):

@@ -147,7 +147,7 @@ class Config:
     run: Annotated[RunConfig, OmitArgPrefixes] = RunConfig(
         run_name="accel_parallel", total_updates=100_000, total_student_updates=30_000, screenshot_interval=100
     )
-    """Run: seeds, length (the papers' 30,000 student updates), folder, logging and evaluation (common/config.py)."""
+    """Run: seeds, length (minimax's 30,000 student updates, capped at 100,000 updates), folder, logging, evaluation."""
 
     def __post_init__(self):
         raise_first(range_problems(self))

@@ -116,7 +116,7 @@ class Config:
     ppo: Annotated[PPO, OmitArgPrefixes] = PPO()
     """PPO and the student network (docs/methods.md, DR column)."""
     run: Annotated[RunConfig, OmitArgPrefixes] = RunConfig(run_name="dr", screenshot_interval=1000)
-    """Run: seeds, length, folder, logging and evaluation (common/config.py)."""
+    """Run: seeds, length (minimax's budget: 30,000 updates, one PPO step each), folder, logging and evaluation."""
 
     def __post_init__(self):
         raise_first(range_problems(self))

@@ -144,7 +144,7 @@ class Config:
     ppo: Annotated[PPO, OmitArgPrefixes] = PPO()
     """PPO and the students (docs/methods.md, PAIRED column); the teacher shares clip, epochs, minibatches, vf coef."""
     run: Annotated[RunConfig, OmitArgPrefixes] = RunConfig(run_name="paired", screenshot_interval=100)
-    """Run: seeds, length, folder, logging and evaluation (common/config.py)."""
+    """Run: seeds, length (minimax's budget: 30,000 updates, one PPO step per agent each), folder, logs, evaluation."""
 
     def __post_init__(self):
         least, most = STUDENT_COUNTS[self.ued_score]

@@ -54,20 +54,28 @@ POSITIVE = Range(0, above=True)
 NON_NEGATIVE = Range(0)
 AT_LEAST_ONE = Range(1)
 FRACTION = Range(0, 1)
-ALL_DEVICES = "(default: all, if the seeds or envs split evenly over them)"
+
+
+def unset_means(meaning: str):
+    """A field's --help default: `meaning` where the default is None (unset), else the default itself, since a
+    script's Config may set the field (the replay scripts set --total-student-updates)."""
+    return arg(help_behavior_hint=lambda shown: f"(default: {meaning if shown == 'None' else shown})")
+
+
+ALL_DEVICES = "all, if the seeds or envs split evenly over them"
 
 
 @dataclass(frozen=True)
 class Devices:
-    num_devices: Annotated[int | None, AT_LEAST_ONE, arg(help_behavior_hint=ALL_DEVICES)] = None
+    num_devices: Annotated[int | None, AT_LEAST_ONE, unset_means(ALL_DEVICES)] = None
     """Devices to use: seeds are split across them when they divide evenly, else each seed's envs are."""
     shard_envs: bool = False
     """Split each seed's env batch across the devices (PPO gradients averaged) even when the seeds divide."""
-    coordinator_address: Annotated[str | None, arg(help_behavior_hint="(default: $JAX_COORDINATOR_ADDRESS)")] = None
+    coordinator_address: Annotated[str | None, unset_means("$JAX_COORDINATOR_ADDRESS")] = None
     """host:port of process 0 in a multi-host run (jax.distributed)."""
     num_processes: Annotated[int, AT_LEAST_ONE] = 1
     """Processes in a multi-host run, one per host ($JAX_NUM_PROCESSES overrides)."""
-    process_id: Annotated[int | None, NON_NEGATIVE, arg(help_behavior_hint="(default: $JAX_PROCESS_ID)")] = None
+    process_id: Annotated[int | None, NON_NEGATIVE, unset_means("$JAX_PROCESS_ID")] = None
     """This process's index in a multi-host run; process 0 writes all files."""
 
 
@@ -94,11 +102,11 @@ class RunConfig:
     """Delete an existing run folder of the same name and start over."""
     total_updates: Annotated[int, NON_NEGATIVE] = 30_000
     """Stop after this many updates (what an update is: the script's docstring)."""
-    total_student_updates: Annotated[int | None, AT_LEAST_ONE, arg(help_behavior_hint="(default: no limit)")] = None
-    """Also stop once every seed has taken this many student PPO updates (the papers' budget, minimax's)."""
-    total_env_steps: Annotated[int | None, AT_LEAST_ONE, arg(help_behavior_hint="(default: no limit)")] = None
+    total_student_updates: Annotated[int | None, AT_LEAST_ONE, unset_means("no limit")] = None
+    """Also stop once every seed has taken this many student PPO updates (updates that only score levels have none)."""
+    total_env_steps: Annotated[int | None, AT_LEAST_ONE, unset_means("no limit")] = None
     """Also stop once each seed has taken this many env steps."""
-    train_seconds: Annotated[float | None, POSITIVE, arg(help_behavior_hint="(default: no limit)")] = None
+    train_seconds: Annotated[float | None, POSITIVE, unset_means("no limit")] = None
     """Also stop after this much wall-clock training time in this process."""
     log_interval: Annotated[int, AT_LEAST_ONE] = 10
     """Updates per jitted chunk: logs.csv, progress and stop checks happen between chunks."""
@@ -118,7 +126,7 @@ class RunConfig:
     """Log to Weights & Biases (one run per seed, grouped by run name; WANDB_MODE=offline works)."""
     wandb_project: str = "cleanued"
     """wandb project."""
-    wandb_entity: Annotated[str | None, arg(help_behavior_hint="(default: your wandb default)")] = None
+    wandb_entity: Annotated[str | None, unset_means("your wandb default")] = None
     """wandb entity (team or user)."""
     devices: Annotated[Devices, OmitArgPrefixes] = Devices()
     """Devices and hosts: where the seeds and envs run (common/devices.py)."""
@@ -341,10 +349,20 @@ def summary(docstring: str) -> str:
     return " ".join(docstring.strip().split("\n\n")[0].split())
 
 
+def groups_guide(config_class) -> str:
+    """What --help's first group, which tyro titles plain 'options', holds in this script: the method's own fields
+    (those of `config_class` outside its nested groups), if it has any."""
+    if any(not dataclasses.is_dataclass(field.default) for field in dataclasses.fields(config_class)):
+        return "options holds the method's own settings; env, ppo, run and run.devices options follow."
+    return "options holds only --help: this method has no settings beyond env, ppo, run and run.devices options."
+
+
 def parse_command_line(config_class, description: str, args: list[str] | None = None, script: str | None = None):
-    """The script's Config from the command line. With --resume, the run's saved config.json supplies every
-    value: flags for run length, logging and placement override it, and any other flag that differs from it
-    is refused, listing every such flag; so is a run that another script (`script`: 'algos/dr.py') started."""
+    """The script's Config from the command line (`description`, then `groups_guide`, heads --help). With --resume,
+    the run's saved config.json supplies every value: flags for run length, logging and placement override it, and
+    any other flag that differs from it is refused, listing every such flag; so is a run that another script
+    (`script`: 'algos/dr.py') started."""
+    description = "\n\n".join(part for part in (description, groups_guide(config_class)) if part)
     peek = argparse.ArgumentParser(add_help=False)
     peek.add_argument("--resume", action="store_true")
     peek.add_argument("--no-resume", dest="resume", action="store_false")

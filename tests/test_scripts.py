@@ -1,11 +1,14 @@
 """Every algos/ script's command line: `--help` opens with the docstring's summary, shows its groups in reading
-order (method, environment, PPO, run, devices), and documents every field in one true line; every numeric
-field declares its range; field names are unique across groups (they are the flat flags)."""
+order (method, environment, PPO, run, devices), and documents every field in one true line, with the default of
+the script's own Config; group descriptions state what the script sets; every numeric field declares its range;
+field names are unique across groups (they are the flat flags)."""
 
 import ast
 import dataclasses
+import functools
 import importlib
 import os
+import re
 import subprocess
 import sys
 import types
@@ -14,11 +17,49 @@ from pathlib import Path
 
 import pytest
 
-from common.config import Range, flag, summary
+from common.config import Range, flag, flags_of, summary
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted((REPO_ROOT / "algos").glob("*.py"))
 GROUP_TITLES = ["env options", "ppo options", "run options", "run.devices options"]
+
+
+@functools.cache
+def help_text(script: Path) -> str:
+    """`python algos/X.py --help` at 100 columns, where tyro draws one group box per row, so each reads by line."""
+    env = {**os.environ, "COLUMNS": "100"}
+    result = subprocess.run(
+        [sys.executable, str(script), "--help"], cwd=REPO_ROOT, capture_output=True, text=True, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+class HelpGroup(typing.NamedTuple):
+    description: str
+    defaults: dict[str, str]  # {an entry's first flag: what its "(default: ...)" shows}
+
+
+def help_groups(text: str) -> dict[str, HelpGroup]:
+    """{title: HelpGroup} of every box of a one-box-per-row --help, in order."""
+    groups = {}
+    for title, body in re.findall(r"╭─ (.+?) ─+╮\n(.*?)╰─+╯", text, re.DOTALL):
+        lines = [line.strip()[1:-1].rstrip() for line in body.splitlines()]  # inside the box's side rules
+        rule = next((i for i, line in enumerate(lines) if set(line.strip()) == {"─"}), None)
+        description = " ".join(" ".join(lines[:rule] if rule is not None else []).split())
+        entries = []
+        for line in lines[rule + 1 if rule is not None else 0 :]:
+            if line.startswith(" -"):
+                entries.append(line)
+            else:
+                entries[-1] += line
+        defaults = {}
+        for entry in entries:
+            shown = re.search(r"\(default: (.*)\)$", " ".join(entry.split()))
+            if shown:
+                defaults[entry.split()[0].rstrip(",")] = shown.group(1)
+        groups[title] = HelpGroup(description, defaults)
+    return groups
 
 
 def config_classes(config) -> list[type]:
@@ -60,12 +101,7 @@ def help_arg(cls, name: str):
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda path: path.name)
 def test_help_is_grouped_and_documents_every_field(script):
     module = importlib.import_module(f"algos.{script.stem}")
-    env = {**os.environ, "COLUMNS": "200"}
-    result = subprocess.run(
-        [sys.executable, str(script), "--help"], cwd=REPO_ROOT, capture_output=True, text=True, env=env
-    )
-    assert result.returncode == 0, result.stderr
-    text = result.stdout
+    text = help_text(script)
     assert summary(module.__doc__) in " ".join(text.split()), "--help opens with the docstring summary"
     positions = [text.index(f"─ {title} ") for title in GROUP_TITLES]
     assert positions == sorted(positions) and text.index("─ options ") < positions[0]
@@ -91,3 +127,71 @@ def test_every_numeric_field_declares_its_range(script):
             if underlying_type(hint) in (int, float):
                 markers = getattr(hint, "__metadata__", ())
                 assert any(isinstance(marker, Range) for marker in markers), f"{cls.__name__}.{name} has no Range"
+
+
+def shown_default(value) -> str:
+    """A default as tyro writes it after --help's "default:" (lists space-separated)."""
+    return " ".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda path: path.name)
+def test_help_defaults_are_the_scripts_config_defaults(script):
+    """What --help calls a flag's default is the default of the Config() field behind it, in this script (the
+    replay scripts stop at --total-student-updates 30000, DR has no such limit)."""
+    shown = {}
+    for group in help_groups(help_text(script)).values():
+        shown.update(group.defaults)
+    defaults = flags_of(importlib.import_module(f"algos.{script.stem}").Config())
+    assert sorted(shown) == sorted(flag(name) for name in defaults), "every field's flag shows one default"
+    for name, value in defaults.items():
+        if value is None:  # unset: the hint says what that means, as every script's run of it does
+            assert shown[flag(name)] not in ("None", ""), f"{flag(name)}: say what an unset value means"
+        else:
+            assert shown[flag(name)] == shown_default(value), f"{flag(name)} in --help of {script.name}"
+
+
+def methods_table_columns() -> list[str]:
+    """The method columns of docs/methods.md's table of shipped hyperparameters."""
+    header = next(
+        line for line in (REPO_ROOT / "docs/methods.md").read_text().splitlines() if line.startswith("| setting")
+    )
+    return [cell.strip() for cell in header.strip("|").split("|")[1:]]
+
+
+def methods_anchors() -> set[str]:
+    headings = re.findall(r"^#+ (.+)$", (REPO_ROOT / "docs/methods.md").read_text(), re.MULTILINE)
+    return {re.sub(r"[^a-z0-9 -]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda path: path.name)
+def test_group_titles_and_descriptions_are_true_for_the_script(script):
+    """The groups come in reading order, the first holding exactly the method's own fields, as the help says; the
+    run group states this script's run length; numbers in the env group are this script's; the PPO group's
+    references to docs/methods.md exist."""
+    config = importlib.import_module(f"algos.{script.stem}").Config()
+    text = help_text(script)
+    groups = help_groups(text)
+    assert list(groups) == ["options", *GROUP_TITLES]
+    own = [
+        field.name for field in dataclasses.fields(config) if not dataclasses.is_dataclass(getattr(config, field.name))
+    ]
+    assert sorted(groups["options"].defaults) == sorted(flag(name) for name in own)
+    guide = "options holds the method's own settings" if own else "options holds only --help"
+    assert guide in " ".join(text.split()), "--help says what the untitled first group holds"
+
+    run = config.run
+    assert f"{run.total_updates:,} updates" in groups["run options"].description
+    if run.total_student_updates is not None:
+        assert f"{run.total_student_updates:,} student updates" in groups["run options"].description
+
+    env = config.env
+    described = groups["env options"].description
+    assert all(int(side) == env.maze_size for side in re.findall(r"(\d+)x\d+", described))
+    assert all(int(walls) == env.n_walls for walls in re.findall(r"(\d+) walls", described))
+    assert all(int(steps) == env.max_steps for steps in re.findall(r"(\d+) steps", described))
+
+    described = groups["ppo options"].description
+    references = re.findall(r"docs/methods\.md, (.+?) column", described)
+    assert set(references) <= set(methods_table_columns())
+    assert set(re.findall(r"docs/methods\.md#([\w-]+)", described)) <= methods_anchors()
+    assert references or "docs/methods.md#" in described, "the PPO group says where its defaults come from"

@@ -237,7 +237,8 @@ def _cell(value):
 
 
 class Progress:
-    """A one-line progress display: updates, true env steps/s, ETA, latest return and eval solve rate."""
+    """A one-line progress display: updates, true env steps/s, ETA, latest return and eval solve rate. On a
+    terminal the line is rewritten in place; `keep` prints a line above it that stays."""
 
     def __init__(self, total_updates: int, start_update: int):
         self.total_updates, self.start_update = total_updates, start_update
@@ -261,6 +262,10 @@ class Progress:
             file=sys.stderr,
             flush=True,
         )
+
+    def keep(self, line: str) -> None:
+        """Print `line` for good: on a terminal it replaces the progress line, which the next `show` redraws."""
+        print(f"\r{line}\033[K" if self.interactive else line, file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self.interactive:
@@ -348,7 +353,8 @@ def nanmean(values) -> float:
 
 
 class RunLog:
-    """Everything a log step writes: logs.csv, wandb (with --track) and the progress line."""
+    """Everything a log step writes: logs.csv, wandb (with --track), the progress line and, after an evaluation,
+    its results on a line of their own."""
 
     def __init__(
         self, config, run_dir: Path, columns: list[str], start_update: int, headline: tuple[str, ...], previous
@@ -365,7 +371,13 @@ class RunLog:
         if self.wandb:
             self.wandb.log(rows)
         self.latest = {key: nanmean([row.get(key, float("nan")) for row in rows]) for key in self.headline}
-        self.progress.show(rows[0]["update"], env_steps_per_s, self.latest)
+        update = rows[0]["update"]
+        evaluated = [key for key in rows[0] if key.startswith("eval/")]  # only rows of an evaluation have these
+        evaluated.sort(key=lambda key: not key.startswith("eval/solve_rate/"))  # the headline first, mazes in order
+        if evaluated:
+            results = " | ".join(f"{key} {nanmean([row[key] for row in rows]):.3f}" for key in evaluated)
+            self.progress.keep(f"update {update}, held-out evaluation (mean of {len(rows)} seeds): {results}")
+        self.progress.show(update, env_steps_per_s, self.latest)
 
     def close(self) -> None:
         self.progress.close()

@@ -1,0 +1,43 @@
+"""What a run prints while it trains: the progress line is rewritten in place on a terminal, and the held-out
+results of each evaluation stay on the screen on a line of their own."""
+
+import types
+
+import pytest
+
+from common.runs import RunLog
+
+
+def screen(output: str) -> list[str]:
+    """The lines a terminal keeps of `output`: a carriage return goes back to the line's start, and the
+    erase-to-end code after it leaves only what is written next."""
+    return [line.split("\r")[-1].replace("\033[K", "") for line in output.split("\n")]
+
+
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "pipe"])
+def test_evaluation_results_stay_on_screen(tmp_path, capsys, terminal):
+    config = types.SimpleNamespace(run=types.SimpleNamespace(track=False, total_updates=30))
+    columns = ["train/return", "eval/return/SixteenRooms", "eval/solve_rate/SixteenRooms"]
+    log = RunLog(config, tmp_path, columns, 0, ("train/return", "eval/solve_rate/SixteenRooms"), None)
+    log.progress.interactive = terminal
+
+    def write(update: int, values: dict[str, list[float]]) -> None:  # values: {column: [value of each seed]}
+        rows = [
+            {"seed": seed, "update": update, **{key: per_seed[seed] for key, per_seed in values.items()}}
+            for seed in range(2)
+        ]
+        log.write(rows, 1000.0)
+
+    write(10, {"train/return": [0.1, 0.1]})
+    evaluation = {"eval/return/SixteenRooms": [0.1, 0.3], "eval/solve_rate/SixteenRooms": [0.2, 0.4]}
+    write(20, {"train/return": [0.2, 0.4], **evaluation})
+    write(30, {"train/return": [0.5, 0.5]})
+    log.close()
+    kept = screen(capsys.readouterr().err)
+    (results,) = [line for line in kept if "eval/return/SixteenRooms" in line]
+    assert results == (
+        "update 20, held-out evaluation (mean of 2 seeds): eval/solve_rate/SixteenRooms 0.300 | "
+        "eval/return/SixteenRooms 0.200"
+    )
+    assert kept[-2].startswith("update 30/30 |") and "train/return 0.500" in kept[-2]
+    assert len([line for line in kept if line.startswith("update ") and "/30 |" in line]) == (1 if terminal else 3)

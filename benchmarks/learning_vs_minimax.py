@@ -66,6 +66,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from algos import dr  # noqa: E402
+from benchmarks.minimax_params import parameter_tree  # noqa: E402
 from common import checkpoint as checkpoints  # noqa: E402
 from common.config import (  # noqa: E402
     AT_LEAST_ONE,
@@ -802,20 +803,6 @@ def convert_minimax_checkpoints(args: Args, found: list[Checkpoint]) -> None:
     worker = [str(args.minimax_venv / "bin" / "python"), str(REPO_ROOT / "benchmarks" / "minimax_checkpoint_params.py")]
     print(f"evaluate: converting {len(pairs) // 2} minimax checkpoints", flush=True)
     subprocess.run([*worker, "convert", *pairs], check=True, env=job_environment("minimax"), stdout=subprocess.DEVNULL)
-
-
-def parameter_tree(flat: dict, prefix: str = "params/") -> dict:
-    """The nested {"params": ...} tree of cleanued's ActorCritic from flat `params/<path>` arrays."""
-    params = {}
-    for key, value in flat.items():
-        if not key.startswith(prefix):
-            continue
-        node = params
-        *path, leaf = key[len(prefix) :].split("/")
-        for name in path:
-            node = node.setdefault(name, {})
-        node[leaf] = jax.numpy.asarray(value)
-    return {"params": params}
 
 
 class Evaluator:

@@ -20,7 +20,7 @@ import pytest
 from flax.training.train_state import TrainState
 
 from algos import dr, plr
-from benchmarks.learning_vs_minimax import parameter_tree
+from benchmarks.minimax_params import parameter_tree
 from common import level_buffer, ued_scores
 from envs.maze import Observation
 

@@ -153,6 +153,18 @@ def fill_buffer(runner_state, closure: dict):
     return rng, train_state.replace(sampler=full)
 
 
+def type_signature(tree) -> tuple:
+    """What a compiled call is specialised to: the tree, and each leaf's shape, dtype and weak type (a Python int is
+    weakly typed; the same value coming back from jit is not)."""
+    import jax
+    import jax.numpy as jnp
+
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    return treedef, [
+        (jnp.shape(x), jnp.result_type(x), getattr(x, "weak_type", not hasattr(x, "dtype"))) for x in leaves
+    ]
+
+
 def compile_chunk(train_step, updates: int, runner_state):
     """(compiled chunk, seconds) for `updates` train steps in one scan, AOT-compiled for this state's types."""
     import jax
@@ -194,10 +206,7 @@ def main() -> None:
     train_step, updates = closure["train_step"], options.updates_per_call
     first, first_s = compile_chunk(train_step, updates, runner_state)
     state_after = jax.block_until_ready(first(runner_state))
-    same_types = jax.tree_util.tree_structure(state_after) == jax.tree_util.tree_structure(runner_state) and all(
-        jax.core.get_aval(a) == jax.core.get_aval(b)
-        for a, b in zip(jax.tree_util.tree_leaves(state_after), jax.tree_util.tree_leaves(runner_state), strict=True)
-    )
+    same_types = type_signature(state_after) == type_signature(runner_state)
     compiled, second_s = (first, 0.0) if same_types else compile_chunk(train_step, updates, state_after)
     runner_state = state_after
     num_envs = config["num_train_envs"]
@@ -248,6 +257,7 @@ def main() -> None:
                 "python": platform.python_version(),
                 "versions": {name: metadata.version(name) for name in ("jaxued", "jax", "jaxlib", "flax")},
                 "repo_commit": _repo_commit(options.repo),
+                "config": {key: value for key, value in config.items() if isinstance(value, (int, float, str, bool))},
                 "cpu_count": os.cpu_count(),
             }
         )

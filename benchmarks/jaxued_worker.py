@@ -9,17 +9,17 @@ and never made; the worker takes the runner state it was given and the script's 
 and checkpoints stay out of the timing. `wandb` is replaced by a stand-in that records nothing (the examples need
 it only to log), and checkpoints are off (`--checkpoint_save_interval 0`).
 
-Timing, as minimax_worker.py does it: the compile of the chunk is timed apart. JaxUED's initial train state holds
-Python ints (the update counters, and for PLR the buffer's size and episode count) that come back from the first
-update as arrays, so a second compile follows the first call; both are reported and `compile_s` is their sum (the
-cost a run pays). PLR and ACCEL then get a full level buffer (random levels of the script's own generator, random
-scores and timestamps), so the warm-up before replay starts (half of 4000 slots) is excluded. At one seed their
-`lax.switch` runs one branch per update: new levels (a rollout; Robust PLR computes the PPO pass and drops it),
-replay (rollout and PPO), and for ACCEL a mutation update after every replay (rollout of the mutants). The worker
-times updates with the replay probability forced to 1 and to 0 and mixes them at the configured probability
-(`mixed_seconds_per_update`). Every update of every branch rolls out `num_train_envs x num_steps` env steps
-(PAIRED: both students'), so env steps/s compare with ours and minimax's. Each timing runs one warm-up call and
-reports the median of `--repeats` calls after `block_until_ready`. Prints one JSON line.
+Timing, as minimax_worker.py does it: the compile of the chunk is timed apart. Where the state after the first call has
+other types than the script's initial state (maze_plr.py's does: its train state starts from Python values), a jitted
+run compiles again, so the worker compiles a second time for the new types; both are reported and `compile_s` is their
+sum (the cost a run pays). PLR and ACCEL then get a full level buffer (random levels of the script's own generator,
+random scores and timestamps), so the warm-up before replay starts (half of 4000 slots) is excluded. At one seed their
+`lax.switch` runs one branch per update: new levels (a rollout; Robust PLR computes the PPO pass and drops it), replay
+(rollout and PPO), and for ACCEL a mutation update after every replay (rollout of the mutants). The worker times updates
+with the replay probability forced to 1 and to 0 and mixes them at the configured probability
+(`mixed_seconds_per_update`). Every update of every branch rolls out `num_train_envs x num_steps` env steps (PAIRED:
+both students'), so env steps/s compare with ours and minimax's. Each timing runs one warm-up call and reports the
+median of `--repeats` calls after `block_until_ready`. Prints one JSON line.
 
     <jaxued venv>/bin/python benchmarks/jaxued_worker.py --repo /path/to/jaxued --method plr
 """
@@ -255,13 +255,20 @@ def main() -> None:
                 "branches_by_replay_prob": {str(p): c for p, c in counts.items()},
                 "device": str(jax.devices()[0].device_kind),
                 "python": platform.python_version(),
-                "versions": {name: metadata.version(name) for name in ("jaxued", "jax", "jaxlib", "flax")},
+                "versions": {name: _version(name) for name in ("jaxued", "jax", "jaxlib", "flax")},
                 "repo_commit": _repo_commit(options.repo),
                 "config": {key: value for key, value in config.items() if isinstance(value, (int, float, str, bool))},
                 "cpu_count": os.cpu_count(),
             }
         )
     )
+
+
+def _version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def _repo_commit(repo: Path) -> str:

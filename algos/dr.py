@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, NamedTuple
 
+import distrax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -246,8 +247,9 @@ def rollout(rng, network, params, start: RolloutState, step_env, num_steps) -> t
         rng_action, rng_env = jax.random.split(rng_step)
         next_carry, logits, value = network.apply(params, carry, add_time_axis(obs), reset[None])
         logits, value = logits[0], value[0]
-        action = jax.random.categorical(rng_action, logits)
-        log_prob = jnp.take_along_axis(jax.nn.log_softmax(logits), action[:, None], -1)[:, 0]
+        policy = distrax.Categorical(logits=logits)
+        action = policy.sample(seed=rng_action)
+        log_prob = policy.log_prob(action)
         rng_envs = jax.random.split(rng_env, action.shape[0])
         next_obs, env_state, reward, done, _ = step_env(rng_envs, env_state, action)
         transition = Transition(obs, reset, action, log_prob, value, reward, done)
@@ -276,9 +278,9 @@ def ppo_loss(params, network, carry, transitions: Transition, advantages, target
     """The clipped PPO objective on one minibatch: (loss, metrics). Advantages are normalised over the minibatch;
     the value loss is clipped like the ratio (all as in minimax's `agents/ppo.py`)."""
     _, logits, value = network.apply(params, carry, transitions.obs, transitions.reset)
-    log_probs = jax.nn.log_softmax(logits)
-    log_prob = jnp.take_along_axis(log_probs, transitions.action[..., None], -1)[..., 0]
-    entropy = -(jnp.exp(log_probs) * log_probs).sum(-1).mean()
+    policy = distrax.Categorical(logits=logits)
+    log_prob = policy.log_prob(transitions.action)
+    entropy = policy.entropy().mean()
     log_ratio = log_prob - transitions.log_prob
     ratio = jnp.exp(log_ratio)
     advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-5)  # minimax's epsilon

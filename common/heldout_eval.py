@@ -7,6 +7,7 @@ import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
+import distrax
 import jax
 import jax.numpy as jnp
 
@@ -58,7 +59,7 @@ def play_levels(
     def one_step(state: EvalState, rng_step):
         rng_action, rng_env = jax.random.split(rng_step)
         carry, logits, _ = apply(params, state.carry, jax.tree.map(lambda x: x[None], state.obs), no_reset)
-        action = jax.random.categorical(rng_action, logits[0])
+        action = distrax.Categorical(logits=logits[0]).sample(seed=rng_action)
         obs, env_state, reward, done, _ = step_env(jax.random.split(rng_env, num_episodes), state.env_state, action)
         state = EvalState(
             obs=obs,

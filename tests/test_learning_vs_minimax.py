@@ -1,13 +1,17 @@
-"""The pure parts of benchmarks/learning_vs_minimax.py on synthetic data: reading minimax's logs, where a
-minimax run stops and which of its checkpoints stand for which rollout count, the curriculum windows on
-both sides, the flag mapping, the bootstrap intervals and the report table. Nothing here trains, evaluates
-or runs minimax."""
+"""The pure parts of benchmarks/learning_vs_minimax.py (its learning_vs_minimax_*.py modules) on synthetic
+data: reading minimax's logs, where a minimax run stops and which of its checkpoints stand for which rollout
+count, the curriculum windows on both sides, the flag mapping, the bootstrap intervals and the report table.
+Nothing here trains, evaluates or runs minimax."""
 
 import math
 
 import pytest
 
-from benchmarks import learning_vs_minimax as lvm
+from benchmarks import learning_vs_minimax_config as config
+from benchmarks import learning_vs_minimax_evaluate as evaluate
+from benchmarks import learning_vs_minimax_outputs as outputs
+from benchmarks import learning_vs_minimax_report as report
+from benchmarks import learning_vs_minimax_run as run
 
 
 def minimax_rows(n_updates: list[int], **columns) -> list[dict]:
@@ -25,25 +29,25 @@ def minimax_rows(n_updates: list[int], **columns) -> list[dict]:
 def test_minimax_log_reads_its_header_empty_cells_and_drops_a_torn_row(tmp_path):
     path = tmp_path / "logs.csv"
     path.write_text("# _tick,_time,return,plr/n_walls,n_updates\n1,0.5,0.1,,0\n2,0.9,0.2,7.5,1\n3,1.2,0.3\n")
-    rows = lvm.read_minimax_log(path)
+    rows = outputs.read_minimax_log(path)
     assert [row["_tick"] for row in rows] == [1.0, 2.0]  # the torn row of tick 3 is dropped
     assert math.isnan(rows[0]["plr/n_walls"]) and rows[1]["plr/n_walls"] == 7.5
-    assert lvm.read_minimax_log(tmp_path / "missing.csv") == []
+    assert outputs.read_minimax_log(tmp_path / "missing.csv") == []
 
 
 def test_accel_stops_when_ticks_plus_replay_ticks_reach_the_target():
     # Replays at ticks 3, 4, 6, 7, 8: rollouts after tick t are t + n_updates.
     rows = minimax_rows([0, 0, 1, 2, 2, 3, 4, 5, 5, 5])
-    assert [lvm.minimax_rollouts("accel", int(r["_tick"]), int(r["n_updates"])) for r in rows][-1] == 15
-    assert lvm.stop_tick(rows, "accel", target=12, archive_ticks=1) == 8  # 8 + 5 = 13 >= 12 (7 + 4 = 11 < 12)
-    assert lvm.stop_tick(rows, "accel", target=12, archive_ticks=5) == 10  # only archived ticks can stop it
-    assert lvm.stop_tick(rows, "plr", target=10, archive_ticks=5) == 10  # PLR: a tick is a rollout
-    assert lvm.stop_tick(rows, "plr", target=11, archive_ticks=5) is None
+    assert [outputs.minimax_rollouts("accel", int(r["_tick"]), int(r["n_updates"])) for r in rows][-1] == 15
+    assert outputs.stop_tick(rows, "accel", target=12, archive_ticks=1) == 8  # 8 + 5 = 13 >= 12 (7 + 4 = 11 < 12)
+    assert outputs.stop_tick(rows, "accel", target=12, archive_ticks=5) == 10  # only archived ticks can stop it
+    assert outputs.stop_tick(rows, "plr", target=10, archive_ticks=5) == 10  # PLR: a tick is a rollout
+    assert outputs.stop_tick(rows, "plr", target=11, archive_ticks=5) is None
 
 
 def test_minimax_events_place_the_mutant_rollout_after_each_accel_replay():
     rows = minimax_rows([0, 1, 1, 2], **{"plr/n_walls": [math.nan, 3.0, math.nan, 5.0]})
-    events = lvm.minimax_events(rows, "accel")
+    events = report.minimax_events(rows, "accel")
     assert [(e["rollout"], e["kind"]) for e in events] == [
         (1, "new"),
         (2, "replay"),
@@ -52,35 +56,35 @@ def test_minimax_events_place_the_mutant_rollout_after_each_accel_replay():
         (5, "replay"),
         (6, "mutant"),
     ]
-    assert lvm.minimax_window_value(events, 0, 6, "rollout/replay", lvm.ALL_KINDS) == pytest.approx(2 / 6)
-    assert lvm.minimax_window_value(events, 0, 6, "rollout/mutant", lvm.ALL_KINDS) == pytest.approx(2 / 6)
-    assert lvm.minimax_window_value(events, 0, 6, "plr/n_walls", ("replay",)) == 4.0
-    assert lvm.minimax_window_value(events, 3, 6, "plr/n_walls", ("replay",)) == 5.0
-    assert math.isnan(lvm.minimax_window_value(events, 0, 6, "plr/n_walls", ("new",)))
+    assert report.minimax_window_value(events, 0, 6, "rollout/replay", report.ALL_KINDS) == pytest.approx(2 / 6)
+    assert report.minimax_window_value(events, 0, 6, "rollout/mutant", report.ALL_KINDS) == pytest.approx(2 / 6)
+    assert report.minimax_window_value(events, 0, 6, "plr/n_walls", ("replay",)) == 4.0
+    assert report.minimax_window_value(events, 3, 6, "plr/n_walls", ("replay",)) == 5.0
+    assert math.isnan(report.minimax_window_value(events, 0, 6, "plr/n_walls", ("new",)))
     # PLR plays no mutants: the same ticks are four rollouts.
-    assert [e["kind"] for e in lvm.minimax_events(rows, "plr")] == ["new", "replay", "new", "replay"]
+    assert [e["kind"] for e in report.minimax_events(rows, "plr")] == ["new", "replay", "new", "replay"]
 
 
 def test_cleanued_windows_weight_level_columns_by_the_share_of_updates_that_played_them(tmp_path):
     path = tmp_path / "logs.csv"
     header = "seed,update,student_updates,buffer/replay_fraction,level_replay/walls,train/return\n"
     path.write_text(header + "0,10,0,0,,0.1\n0,20,3,0.3,4,0.2\n0,30,10,0.7,6,0.3\n1,10,0,0,,0.5\n")
-    rows = lvm.read_cleanued_log(path)
+    rows = report.read_cleanued_log(path)
     assert rows[1]["rollout/new"] == pytest.approx(0.7)  # PLR logs no mutation fraction: it counts as 0
-    walls = lvm.cleanued_window_value(rows, 0, 0, 30, "level_replay/walls", "rollout/replay")
+    walls = report.cleanued_window_value(rows, 0, 0, 30, "level_replay/walls", "rollout/replay")
     assert walls == pytest.approx((0.3 * 4 + 0.7 * 6) / 1.0)
-    assert lvm.cleanued_window_value(rows, 0, 10, 30, "train/return", None) == pytest.approx(0.25)
-    assert lvm.cleanued_window_value(rows, 1, 0, 30, "train/return", None) == 0.5
-    assert math.isnan(lvm.cleanued_window_value(rows, 0, 0, 10, "level_replay/walls", "rollout/replay"))
-    assert lvm.windows(25, 10) == [(0, 10), (10, 20), (20, 25)]
+    assert report.cleanued_window_value(rows, 0, 10, 30, "train/return", None) == pytest.approx(0.25)
+    assert report.cleanued_window_value(rows, 1, 0, 30, "train/return", None) == 0.5
+    assert math.isnan(report.cleanued_window_value(rows, 0, 0, 10, "level_replay/walls", "rollout/replay"))
+    assert report.windows(25, 10) == [(0, 10), (10, 20), (20, 25)]
 
 
 def test_each_grid_point_takes_the_archive_nearest_in_rollouts_and_the_last_the_stop_tick():
     rows = minimax_rows([0] * 4 + [2] * 4 + [5] * 4 + [8] * 4, tick=list(range(1, 17)))
     # ACCEL rollouts at the archived ticks 4, 8, 12, 16: 4, 10, 17, 24.
-    chosen = lvm.minimax_grid_ticks(rows, "accel", grid=[5, 10, 20], last_tick=16, archive_ticks=4)
+    chosen = evaluate.minimax_grid_ticks(rows, "accel", grid=[5, 10, 20], last_tick=16, archive_ticks=4)
     assert chosen == {5: (4, 4), 10: (8, 10), 20: (16, 24)}
-    chosen = lvm.minimax_grid_ticks(rows, "dr", grid=[8, 12], last_tick=12, archive_ticks=4)
+    chosen = evaluate.minimax_grid_ticks(rows, "dr", grid=[8, 12], last_tick=12, archive_ticks=4)
     assert chosen == {8: (8, 8), 12: (12, 12)}
 
 
@@ -88,16 +92,16 @@ def test_cleanued_flags_follow_minimax_values_and_the_table_names_every_mismatch
     shipped = {"maze_height": 13, "maze_n_walls": 60, "lr": 1e-4, "discount": 0.995, "student_entropy_coef": 0.001}
     shipped |= {"plr_use_score_ranks": False, "plr_use_robust_plr": True, "ued_score": "positive_value_loss"}
     shipped |= {"lr_anneal_steps": 0, "maze_see_agent": True}
-    minimax = lvm.minimax_settings("plr", shipped)
+    minimax = config.minimax_settings("plr", shipped)
     assert minimax["maze_height"] == 7 and minimax["lr"] == 3e-4 and minimax["discount"] == 0.995
-    cleanued = lvm.cleanued_settings("plr", minimax, match_deviations=True)
+    cleanued = config.cleanued_settings("plr", minimax, match_deviations=True)
     assert cleanued["maze_size"] == 7 and cleanued["n_walls"] == 8 and cleanued["anneal_lr"] is False
     assert cleanued["prioritization"] == "proportional" and cleanued["exploratory_grad_updates"] is False
     assert cleanued["score_function"] == "pvl" and cleanued["maxmc_running_max"] is False
-    assert "maxmc_running_max" not in lvm.cleanued_settings("plr", minimax, match_deviations=False)
+    assert "maxmc_running_max" not in config.cleanued_settings("plr", minimax, match_deviations=False)
 
     defaults = {"gamma": 0.999, "ent_coef": 0.0, "maxmc_running_max": True, "prioritization": "rank"}
-    table = lvm.settings_table("plr", defaults, shipped, minimax, cleanued)
+    table = config.settings_table("plr", defaults, shipped, minimax, cleanued)
     problems = {
         row["cleanued_flag"] if row["kind"] != "fixed" else row["minimax_flag"]: row["problem"] for row in table
     }
@@ -105,7 +109,7 @@ def test_cleanued_flags_follow_minimax_values_and_the_table_names_every_mismatch
     assert problems["prioritization"] == "cleanued's default differs from minimax's shipped value"
     assert problems["maxmc_running_max"] == "a deliberate deviation, set to minimax's behaviour here"
     assert problems["maze_see_agent"] == "minimax uses a value cleanued cannot take"
-    assert lvm.cli_flags({"lr": 3e-4, "anneal_lr": False, "carry_across_updates": True}) == [
+    assert config.cli_flags({"lr": 3e-4, "anneal_lr": False, "carry_across_updates": True}) == [
         "--lr",
         "0.0003",
         "--no-anneal-lr",
@@ -114,17 +118,17 @@ def test_cleanued_flags_follow_minimax_values_and_the_table_names_every_mismatch
 
 
 def test_bootstrap_intervals_and_overlap():
-    assert lvm.bootstrap_interval([0.4], 100) == (0.4, None)
-    assert lvm.bootstrap_interval([0.5, 0.5, 0.5], 100) == (0.5, (0.5, 0.5))
-    mean, (low, high) = lvm.bootstrap_interval([0.1, 0.2, 0.3, 0.4], 2000)
+    assert report.bootstrap_interval([0.4], 100) == (0.4, None)
+    assert report.bootstrap_interval([0.5, 0.5, 0.5], 100) == (0.5, (0.5, 0.5))
+    mean, (low, high) = report.bootstrap_interval([0.1, 0.2, 0.3, 0.4], 2000)
     assert mean == pytest.approx(0.25) and 0.1 <= low < mean < high <= 0.4
-    assert lvm.overlap((0.1, 0.3), (0.3, 0.5)) is True
-    assert lvm.overlap((0.1, 0.2), (0.3, 0.5)) is False
-    assert lvm.overlap(None, (0.3, 0.5)) is None
+    assert report.overlap((0.1, 0.3), (0.3, 0.5)) is True
+    assert report.overlap((0.1, 0.2), (0.3, 0.5)) is False
+    assert report.overlap(None, (0.3, 0.5)) is None
 
 
 def test_the_summary_table_reports_both_sides_and_flags_disjoint_intervals():
-    args = lvm.Args(methods=("dr",), seeds=3, rollouts=20, checkpoint_every=10, heldout_mazes=("SixteenRooms",))
+    args = config.Args(methods=("dr",), seeds=3, rollouts=20, checkpoint_every=10, heldout_mazes=("SixteenRooms",))
     evaluations = []
     for side, rates in (("cleanued", [0.9, 0.95, 1.0]), ("minimax", [0.1, 0.15, 0.2])):
         for seed, rate in enumerate(rates):
@@ -134,29 +138,29 @@ def test_the_summary_table_reports_both_sides_and_flags_disjoint_intervals():
             earlier = base | {"grid": 10, "final": False, "kind": "train_levels", "maze": None}
             evaluations.append(earlier | {"solve_rate": 0.0, "return": 0.0})
     updates = {("dr", "cleanued"): [20.0] * 3, ("dr", "minimax"): [20.0] * 3}
-    records = lvm.summary_records(args, evaluations, updates, {}, {})
+    records = report.summary_records(args, evaluations, updates, {}, {})
     by_metric = {record["metric"]: record for record in records}
     solve = by_metric["training-distribution solve rate"]
     assert solve["cleanued"]["per_seed"] == [0.9, 0.95, 1.0] and solve["overlap"] is False
     assert by_metric["SixteenRooms solve rate"]["overlap"] is True
-    table = lvm.markdown_summary(records)
+    table = report.markdown_summary(records)
     assert "| DR | training-distribution solve rate | 0.950 [0.900, 1.000] | 0.150 [0.100, 0.200] | **no** |" in table
     assert "| DR | student gradient updates | 20 (20-20) | 20 (20-20) | - |" in table
-    assert lvm.curve_points(evaluations, "dr", "minimax") == {10: [0.0, 0.0, 0.0], 20: [0.1, 0.15, 0.2]}
+    assert report.curve_points(evaluations, "dr", "minimax") == {10: [0.0, 0.0, 0.0], 20: [0.1, 0.15, 0.2]}
 
 
 def test_minimax_gets_only_the_environment_it_needs(monkeypatch):
     """minimax writes its whole environment into meta.json, which lands in the results folder."""
     monkeypatch.setenv("SOME_API_TOKEN", "secret")
     monkeypatch.setenv("JAX_PLATFORMS", "cpu")
-    minimax, cleanued = lvm.job_environment("minimax"), lvm.job_environment("cleanued")
+    minimax, cleanued = run.job_environment("minimax"), run.job_environment("cleanued")
     assert "SOME_API_TOKEN" not in minimax and minimax["JAX_PLATFORMS"] == "cpu" and minimax["WANDB_MODE"] == "disabled"
     assert cleanued["SOME_API_TOKEN"] == "secret"
 
 
 def test_only_accel_archives_finer_than_the_evaluation_grid():
-    args = lvm.Args(rollouts=600, checkpoint_every=100, accel_archive_ticks=10)
-    assert [lvm.minimax_archive_ticks(args, method) for method in lvm.METHODS] == [100, 100, 10, 100]
-    command = lvm.minimax_command(args, "accel", 3, {"lr": 3e-4, "test_env_names": "Maze-SixteenRooms"})
+    args = config.Args(rollouts=600, checkpoint_every=100, accel_archive_ticks=10)
+    assert [outputs.minimax_archive_ticks(args, method) for method in config.METHODS] == [100, 100, 10, 100]
+    command = run.minimax_command(args, "accel", 3, {"lr": 3e-4, "test_env_names": "Maze-SixteenRooms"})
     assert "--archive_interval=10" in command and "--seed=3" in command and "--n_total_updates=600" in command
     assert not any(flag.startswith("--test_env_names") for flag in command)  # None drops the shipped value

@@ -1,0 +1,343 @@
+"""The configuration of benchmarks/learning_vs_minimax.py: its command line (`Args`), the equal configuration
+both libraries train at, and how cleanued's flags are derived from minimax's shipped values.
+
+Every stage reads it: `method_settings` gives each method's flags for both sides and the settings table written
+to settings.json; `KNOWN_DIFFERENCES` lists what no flag can make equal.
+"""
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal, NamedTuple
+
+from common.config import AT_LEAST_ONE, NON_NEGATIVE, Range, flags_of, raise_first, range_problems
+from common.errors import ConfigError
+from common.evaluate import load_script
+from envs.heldout import HELDOUT_MAZES
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+METHODS = ("dr", "plr", "accel", "paired")
+SIDES = ("cleanued", "minimax")
+LOG_INTERVAL = 10
+"""cleanued's --log-interval: logs.csv rows, stop checks and checkpoints fall on multiples of it."""
+
+SHARED = {
+    "maze_height": 7,
+    "maze_width": 7,
+    "maze_n_walls": 8,
+    "maze_max_episode_steps": 64,
+    "n_parallel": 32,
+    "n_rollout_steps": 128,
+    "student_recurrent_hidden_dim": 64,
+    "lr": 3e-4,
+    "adam_eps": 1e-5,
+    "student_gae_lambda": 0.98,
+    "student_ppo_n_epochs": 5,
+    "student_ppo_n_minibatches": 1,
+    "student_ppo_clip_eps": 0.2,
+    "student_value_loss_coef": 0.5,
+    "max_grad_norm": 0.5,
+}
+"""The equal configuration, as minimax's flags; everything not here is each method's shipped value."""
+METHOD_SHARED = {"accel": {"maze_n_walls": 0}, "paired": {"maze_ued_n_walls": 8}}
+"""Per method: ACCEL starts from empty mazes; PAIRED's teacher places the 8 walls."""
+
+
+class Setting(NamedTuple):
+    """One cleanued flag and the minimax flag it is derived from."""
+
+    flag: str  # cleanued's field name (its flag without dashes)
+    minimax: str  # minimax's flag name
+    to_cleanued: object = None  # minimax's value -> cleanued's (None: the same value)
+
+
+SCORE_FUNCTIONS = {"max_mc": "max_mc", "positive_value_loss": "pvl", "l1_value_loss": "l1_value_loss"}
+STUDENT_SETTINGS = (
+    Setting("maze_size", "maze_height"),
+    Setting("max_steps", "maze_max_episode_steps"),
+    Setting("num_envs", "n_parallel"),
+    Setting("num_steps", "n_rollout_steps"),
+    Setting("lstm_size", "student_recurrent_hidden_dim"),
+    Setting("lr", "lr"),
+    Setting("anneal_lr", "lr_anneal_steps", lambda steps: steps > 0),
+    Setting("adam_eps", "adam_eps"),
+    Setting("gamma", "discount"),
+    Setting("gae_lambda", "student_gae_lambda"),
+    Setting("num_epochs", "student_ppo_n_epochs"),
+    Setting("num_minibatches", "student_ppo_n_minibatches"),
+    Setting("clip_eps", "student_ppo_clip_eps"),
+    Setting("ent_coef", "student_entropy_coef"),
+    Setting("vf_coef", "student_value_loss_coef"),
+    Setting("max_grad_norm", "max_grad_norm"),
+)
+REPLAY_SETTINGS = (
+    Setting("n_walls", "maze_n_walls"),
+    Setting("replay_prob", "plr_replay_prob"),
+    Setting("buffer_size", "plr_buffer_size"),
+    Setting("min_fill_ratio", "plr_min_fill_ratio"),
+    Setting("score_function", "ued_score", SCORE_FUNCTIONS.get),
+    Setting("prioritization", "plr_use_score_ranks", lambda ranks: "rank" if ranks else "proportional"),
+    Setting("temperature", "plr_temp"),
+    Setting("staleness_coef", "plr_staleness_coef"),
+    Setting("exploratory_grad_updates", "plr_use_robust_plr", lambda robust: not robust),
+)
+METHOD_SETTINGS = {
+    "dr": (Setting("n_walls", "maze_n_walls"),),
+    "plr": REPLAY_SETTINGS,
+    "accel": (
+        *REPLAY_SETTINGS,
+        Setting("num_edits", "plr_n_mutations"),
+        Setting("mutation_criterion", "plr_mutation_criterion"),
+        Setting("mutation_subsample_size", "plr_mutation_subsample_size"),
+    ),
+    "paired": (
+        Setting("n_walls", "maze_ued_n_walls"),
+        Setting("ued_score", "ued_score"),
+        Setting("num_students", "n_students"),
+        Setting("teacher_anneal_lr", "teacher_lr_anneal_steps", lambda steps: steps > 0),
+        Setting("teacher_ent_coef", "teacher_entropy_coef"),
+        Setting("teacher_gamma", "teacher_discount"),
+        Setting("teacher_gae_lambda", "teacher_gae_lambda"),
+        Setting("teacher_lstm_size", "teacher_recurrent_hidden_dim"),
+        Setting("teacher_conv_filters", "teacher_n_conv_filters"),
+        Setting("noise_dim", "maze_ued_noise_dim"),
+    ),
+}
+"""Per method, the cleanued flags that take minimax's value (the student settings apply to every method)."""
+
+MINIMAX_BEHAVIOUR = {
+    "dr": (Setting("carry_across_updates", "(dr_runner.py keeps the last rollout's LSTM carry)", lambda _: True),),
+    "plr": (
+        Setting("maxmc_running_max", "(plr.py stores the last rollout's best return)", lambda _: False),
+        Setting("rank_ties", "(plr.py ranks equal scores by slot: a stable argsort)", lambda _: "slot_order"),
+    ),
+    "accel": (
+        Setting("maxmc_running_max", "(plr.py stores the last rollout's best return)", lambda _: False),
+        Setting("rank_ties", "(plr.py ranks equal scores by slot: a stable argsort)", lambda _: "slot_order"),
+    ),
+    "paired": (Setting("teacher_lr", "lr", None),),  # paired_runner.py: `teacher_lr = lr if ... else lr`
+}
+"""Where cleanued deviates from minimax on purpose behind a flag (docs/deviations.md): the flag value that
+reproduces minimax, set with --match-deviations. The minimax "flag" is what the value comes from."""
+
+FIXED_IN_CLEANUED = {
+    "student_ppo_clip_value_loss": True,
+    "student_recurrent_arch": "lstm",
+    "student_hidden_dim": 32,
+    "student_n_hidden_layers": 1,
+    "student_n_conv_filters": 16,
+    "student_n_scalar_embeddings": 4,
+    "student_scalar_embed_dim": 5,
+    "maze_see_agent": False,
+    "maze_normalize_obs": True,
+    "maze_obs_agent_pos": False,
+    "maze_sample_n_walls": False,
+}
+"""minimax settings that cleanued hard-codes (docs/methods.md): checked, since no flag could follow them."""
+FIXED_PER_METHOD = {
+    "dr": {"maze_replace_wall_pos": True},
+    "plr": {"maze_replace_wall_pos": True, "plr_force_unique": True, "plr_use_parallel_eval": False},
+    "accel": {
+        "maze_replace_wall_pos": True,
+        "plr_force_unique": True,
+        "plr_use_parallel_eval": False,
+        "plr_mutation_fn": "default",
+    },
+    "paired": {
+        "maze_ued_replace_wall_pos": True,
+        "maze_ued_fixed_n_wall_steps": True,
+        "maze_ued_first_wall_pos_sets_budget": False,
+        "maze_ued_set_agent_dir": False,
+        "teacher_recurrent_arch": "lstm",
+        "teacher_hidden_dim": 32,
+        "teacher_n_hidden_layers": 1,
+        "teacher_scalar_embed_dim": 10,
+    },
+}
+
+KNOWN_DIFFERENCES = (
+    (
+        METHODS,
+        "Random streams differ (cleanued seeds are split(key(0), N)[i], minimax's --seed=i+1), so the sides are "
+        "compared as distributions over seeds, never seed by seed.",
+    ),
+    (
+        METHODS,
+        "The logged training returns are defined differently: cleanued pools the episodes an update finished "
+        "(each episode weighs the same), minimax averages per env its last <= 10 episodes of the tick (each env "
+        "weighs the same); the evaluation gives both sides the same definition.",
+    ),
+    (
+        ("plr", "accel"),
+        "minimax's level metrics (plr/n_walls, plr/shortest_path_length, env/n_walls) average over the levels its "
+        "Seidel test calls passable; cleanued's walls average over all levels, its shortest path over solvable ones.",
+    ),
+    (
+        ("accel",),
+        "minimax plays the mutants inside the replay tick, cleanued in the next update, so the sides stop at the "
+        "same number of rollouts only to within --accel-archive-ticks ticks (the rollout counts are reported).",
+    ),
+    (("accel",), "minimax does not log the mutants' levels (walls of mutants: cleanued only)."),
+    (
+        ("paired",),
+        "minimax's PAIRED keeps the students' and the teacher's LSTM carry from one update to the next; "
+        "cleanued's paired.py starts each update from zeros and has no flag to carry it.",
+    ),
+    (
+        ("paired",),
+        "minimax logs the maximum shortest path of the designed levels (env/shortest_path_length), cleanued "
+        "the mean; only walls and the solvable share are compared.",
+    ),
+)
+"""What no flag can make equal; printed with the report."""
+
+
+@dataclass(frozen=True)
+class Args:
+    methods: tuple[Literal["dr", "plr", "accel", "paired"], ...] = METHODS
+    """Methods to compare (algos/<method>.py against minimax's <method>.json)."""
+    seeds: Annotated[int, AT_LEAST_ONE] = 4
+    """Seeds per side: one cleanued process vmaps them, minimax runs one process per seed."""
+    rollouts: Annotated[int, AT_LEAST_ONE] = 600
+    """Rollouts (of 32 envs x 128 steps) per run: cleanued updates; minimax ticks (ACCEL: ticks + replay ticks)."""
+    out: Path = REPO_ROOT / "benchmarks" / "results" / "learning_vs_minimax"
+    """Output folder (stages read and write here; rerunning skips what is done)."""
+    jobs: Annotated[int, AT_LEAST_ONE] = 2
+    """Training processes at once."""
+    stage: Literal["run", "evaluate", "report", "all"] = "all"
+    """run: train both sides; evaluate: evaluate every checkpoint; report: tables and figure; all: in turn."""
+    checkpoint_every: Annotated[int, AT_LEAST_ONE] = 100
+    """Rollouts between evaluated checkpoints (cleanued's --checkpoint-interval and --archive-interval)."""
+    accel_archive_ticks: Annotated[int, AT_LEAST_ONE] = 10
+    """Ticks between minimax ACCEL's archives, the grain of its stop (others archive every --checkpoint-every)."""
+    train_levels: Annotated[int, AT_LEAST_ONE] = 512
+    """Fresh training-distribution levels (one attempt each) per checkpoint and seed for the learning curve."""
+    heldout_mazes: tuple[str, ...] = ("SixteenRooms", "Labyrinth", "StandardMaze")
+    """Held-out mazes evaluated at the final checkpoint (each with its own episode length)."""
+    heldout_episodes: Annotated[int, AT_LEAST_ONE] = 100
+    """Episodes per held-out maze and seed."""
+    eval_seed: Annotated[int, Range(0, 2**31 - 1)] = 0
+    """Seed of the evaluation levels and actions (the same for both sides)."""
+    window: Annotated[int, AT_LEAST_ONE] = 50
+    """Rollouts per window of the curriculum statistics and the logged training return."""
+    match_deviations: bool = True
+    """Run cleanued's flagged deviations as minimax: --carry-across-updates, --no-maxmc-running-max, --teacher-lr=lr."""
+    bootstrap_resamples: Annotated[int, AT_LEAST_ONE] = 10_000
+    """Resamples of the bootstrap intervals over seeds."""
+    minimax_venv: Path = REPO_ROOT / "benchmarks" / ".minimax-venv"
+    """Virtual environment with minimax-lib 0.2.0 (benchmarks/bench_algos.py creates it)."""
+    poll_seconds: Annotated[float, NON_NEGATIVE] = 2.0
+    """How often running jobs are checked (minimax's stop condition is read from its logs.csv)."""
+
+    def __post_init__(self):
+        raise_first(range_problems(self))
+        raise_first(
+            [
+                (not self.methods, "--methods: give at least one method"),
+                (
+                    self.rollouts % self.checkpoint_every != 0,
+                    f"--rollouts ({self.rollouts}) must be a multiple of --checkpoint-every ({self.checkpoint_every})",
+                ),
+                (
+                    self.checkpoint_every % LOG_INTERVAL != 0,
+                    f"--checkpoint-every ({self.checkpoint_every}) must be a multiple of {LOG_INTERVAL} (cleanued's "
+                    "--log-interval)",
+                ),
+                *[(name not in HELDOUT_MAZES, f"unknown held-out maze {name!r}") for name in self.heldout_mazes],
+            ]
+        )
+
+
+def minimax_shipped(method: str, venv: Path) -> dict:
+    """minimax's shipped maze config for `method`, {flag: value}, read as a file from its venv."""
+    found = sorted(venv.glob(f"lib/python*/site-packages/minimax/config/configs/maze/{method}.json"))
+    if not found:
+        raise ConfigError(f"no minimax-lib in {venv} (create it with benchmarks/bench_algos.py --minimax)")
+    grid = json.loads(found[0].read_text())["args"]
+    # A shipped config is a grid of one point: every value is a one-item list.
+    return {key: value[0] if isinstance(value, list) else value for key, value in grid.items()}
+
+
+def minimax_settings(method: str, shipped: dict) -> dict:
+    """minimax's training flags for `method`: the shipped values with the equal configuration on top."""
+    return {**shipped, **SHARED, **METHOD_SHARED.get(method, {})}
+
+
+def derived(setting: Setting, values: dict):
+    convert = setting.to_cleanued or (lambda value: value)
+    return convert(values.get(setting.minimax))
+
+
+def cleanued_settings(method: str, minimax: dict, match_deviations: bool) -> dict:
+    """cleanued's method, environment and PPO flags, {field: value}, derived from minimax's `minimax` flags."""
+    values = {setting.flag: derived(setting, minimax) for setting in STUDENT_SETTINGS + METHOD_SETTINGS[method]}
+    if match_deviations:
+        values.update({setting.flag: derived(setting, minimax) for setting in MINIMAX_BEHAVIOUR[method]})
+    return values
+
+
+def same(a, b) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return isinstance(a, int | float) and isinstance(b, int | float) and math.isclose(a, b, rel_tol=1e-9)
+    return a == b
+
+
+def settings_table(method: str, defaults: dict, shipped: dict, minimax: dict, cleanued: dict) -> list[dict]:
+    """Every setting of `method` with cleanued's default, minimax's shipped value and the values each side trains
+    with; `problem` names what is not as it should be (None where all is well)."""
+    rows = []
+    for kind, settings in (
+        ("shared", STUDENT_SETTINGS),
+        ("method", METHOD_SETTINGS[method]),
+        ("deviation", MINIMAX_BEHAVIOUR[method]),
+    ):
+        for setting in settings:
+            shipped_value, used_minimax = derived(setting, shipped), derived(setting, minimax)
+            row = {"kind": kind, "cleanued_flag": setting.flag, "minimax_flag": setting.minimax}
+            row |= {"cleanued_default": defaults.get(setting.flag), "minimax_shipped": shipped_value}
+            row |= {
+                "cleanued_used": cleanued.get(setting.flag, defaults.get(setting.flag)),
+                "minimax_used": used_minimax,
+            }
+            problem = None
+            if not same(row["cleanued_used"], used_minimax):
+                problem = "the sides train with different values"
+            elif kind == "method" and not same(row["cleanued_default"], shipped_value):
+                problem = "cleanued's default differs from minimax's shipped value"
+            elif kind == "deviation" and not same(row["cleanued_default"], used_minimax):
+                problem = "a deliberate deviation, set to minimax's behaviour here"
+            rows.append(row | {"problem": problem})
+    for key, value in {**FIXED_IN_CLEANUED, **FIXED_PER_METHOD[method]}.items():
+        used = minimax.get(key)
+        problem = None if same(used, value) else "minimax uses a value cleanued cannot take"
+        rows.append({"kind": "fixed", "cleanued_flag": "(fixed)", "minimax_flag": key, "cleanued_default": value})
+        rows[-1] |= {"minimax_shipped": shipped.get(key), "cleanued_used": value, "minimax_used": used}
+        rows[-1] |= {"problem": problem}
+    return rows
+
+
+def cli_flags(values: dict) -> list[str]:
+    """cleanued command-line flags for {field: value}."""
+    flags = []
+    for name, value in values.items():
+        flag = name.replace("_", "-")
+        if isinstance(value, bool):
+            flags.append(f"--{flag}" if value else f"--no-{flag}")
+        else:
+            flags += [f"--{flag}", str(value)]
+    return flags
+
+
+def method_settings(args: Args) -> dict:
+    """Per method: both sides' flags and the settings table (also written to settings.json)."""
+    settings = {}
+    for method in args.methods:
+        shipped = minimax_shipped(method, args.minimax_venv)
+        minimax = minimax_settings(method, shipped)
+        cleanued = cleanued_settings(method, minimax, args.match_deviations)
+        defaults = flags_of(load_script(f"algos/{method}.py").Config())
+        table = settings_table(method, defaults, shipped, minimax, cleanued)
+        settings[method] = {"cleanued": cleanued, "minimax": minimax, "table": table}
+    return settings

@@ -1,0 +1,97 @@
+"""What the stages of benchmarks/learning_vs_minimax.py leave under `--out` and how the next stage reads it:
+each side's run folder, minimax's log dirs, archives and logs.csv (with the rollouts its ticks played), when a
+run counts as done, and the JSON-lines records.
+"""
+
+import csv
+import json
+import math
+from pathlib import Path
+
+from benchmarks.learning_vs_minimax_config import Args
+from common import checkpoint as checkpoints
+
+
+def cleanued_run_dir(out: Path, method: str) -> Path:
+    return out / "runs" / f"cleanued_{method}"
+
+
+def minimax_xpid(method: str, seed: int) -> str:
+    return f"{method}_{seed}"
+
+
+def minimax_dir(out: Path, method: str, seed: int) -> Path:
+    return out / "minimax" / minimax_xpid(method, seed)
+
+
+def minimax_archive_ticks(args: Args, method: str) -> int:
+    """Ticks between a minimax run's archives (which are never overwritten, so each is one tick's policy). DR,
+    PLR and PAIRED play one rollout per tick and archive on the evaluation grid; ACCEL's rollout count runs
+    ahead of its ticks, so it archives more often to stop near the target and to match the grid closely."""
+    return args.accel_archive_ticks if method == "accel" else args.checkpoint_every
+
+
+def minimax_rollouts(method: str, tick: int, n_updates: int) -> int:
+    """Rollouts a minimax run has played after `tick` ticks: one per tick, and an ACCEL replay tick (the ticks
+    whose gradient update raised n_updates) plays the mutants as a second rollout."""
+    return tick + n_updates if method == "accel" else tick
+
+
+def read_minimax_log(path: Path) -> list[dict]:
+    """minimax's logs.csv (header line `# a,b,...`, one row per tick) as dicts of floats, NaN where a value is
+    empty (minimax writes -inf, "not played this tick", as an empty cell). A torn last row is dropped."""
+    if not path.is_file():
+        return []
+    lines = path.read_text().splitlines()
+    if not lines:
+        return []
+    header = lines[0].removeprefix("# ").split(",")
+    rows = []
+    for values in csv.reader(lines[1:]):
+        if len(values) != len(header):
+            continue
+        try:
+            rows.append({key: float(value) if value else math.nan for key, value in zip(header, values, strict=True)})
+        except ValueError:
+            continue
+    return rows
+
+
+def stop_tick(rows: list[dict], method: str, target: int, archive_ticks: int) -> int | None:
+    """The first archived tick at which a minimax run has played `target` rollouts, or None."""
+    for row in rows:
+        tick = int(row["_tick"])
+        if tick % archive_ticks == 0 and minimax_rollouts(method, tick, int(row["n_updates"])) >= target:
+            return tick
+    return None
+
+
+def minimax_archive(directory: Path, tick: int) -> Path:
+    return directory / f"checkpoint_{tick}.pkl"
+
+
+def cleanued_done(args: Args, method: str) -> bool:
+    return checkpoints.checkpoint_path(
+        cleanued_run_dir(args.out, method) / "checkpoints" / "archive", args.rollouts
+    ).exists()
+
+
+def minimax_done(args: Args, method: str, seed: int) -> bool:
+    stopped = minimax_dir(args.out, method, seed) / "stopped.json"
+    return stopped.is_file() and json.loads(stopped.read_text()).get("target") == args.rollouts
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def append_jsonl(path: Path, record: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        handle.write(json.dumps(record, default=str) + "\n")
+
+
+def write_jsonl(path: Path, records: list[dict]) -> None:
+    checkpoints.write_atomic(path, "".join(json.dumps(record, default=str) + "\n" for record in records).encode())

@@ -1,0 +1,284 @@
+"""The run stage of benchmarks/learning_vs_minimax.py: both sides' training commands and the processes that run
+them, `--jobs` at once. cleanued resumes an interrupted run; minimax starts over and is stopped at the first
+archive where it has played `--rollouts` rollouts. Every finished process is recorded in jobs.jsonl.
+"""
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.learning_vs_minimax_config import LOG_INTERVAL, REPO_ROOT, Args, cli_flags, same
+from benchmarks.learning_vs_minimax_outputs import (
+    append_jsonl,
+    cleanued_done,
+    cleanued_run_dir,
+    minimax_archive,
+    minimax_archive_ticks,
+    minimax_dir,
+    minimax_done,
+    minimax_rollouts,
+    minimax_xpid,
+    read_minimax_log,
+    stop_tick,
+)
+from common import checkpoint as checkpoints
+from common.config import read_saved_config
+from common.errors import ConfigError
+
+
+def cleanued_command(args: Args, method: str, settings: dict) -> list[str]:
+    run = {
+        "runs_dir": args.out / "runs",
+        "run_name": f"cleanued_{method}",
+        "num_seeds": args.seeds,
+        "seed": 0,
+        "total_updates": args.rollouts,
+        "log_interval": LOG_INTERVAL,
+        "eval_interval": 0,
+        "screenshot_interval": 0,
+        "checkpoint_interval": args.checkpoint_every,
+        "archive_interval": args.checkpoint_every,
+    }
+    return [sys.executable, f"algos/{method}.py", *cli_flags(run), *cli_flags(settings)]
+
+
+def minimax_command(args: Args, method: str, seed: int, settings: dict) -> list[str]:
+    run = {
+        "seed": seed,
+        "xpid": minimax_xpid(method, seed),
+        "log_dir": args.out / "minimax",
+        "log_interval": 1,
+        "verbose": False,
+        "from_last_checkpoint": False,  # a rerun never resumes: the checkpoint lacks the PLR buffer
+        "checkpoint_interval": minimax_archive_ticks(args, method),
+        "archive_interval": minimax_archive_ticks(args, method),
+        "archive_init_checkpoint": False,
+        # Never more gradient updates than rollouts; DR and PAIRED (one update per tick) stop here themselves.
+        "n_total_updates": args.rollouts,
+        "test_env_names": None,  # no in-training evaluation: the evaluate stage evaluates both sides alike
+        "test_interval": 0,
+    }
+    flags = [f"--{key}={value}" for key, value in {**settings, **run}.items() if value is not None]
+    return [str(args.minimax_venv / "bin" / "python"), "-m", "minimax.train", *flags]
+
+
+ENVIRONMENT_SET = {"WANDB_MODE": "disabled", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+"""Set for every training process: no wandb; GPU memory on demand, as several processes may share one GPU."""
+MINIMAX_ENVIRONMENT = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "LD_LIBRARY_PATH", "OMP_NUM_THREADS")
+MINIMAX_ENVIRONMENT_PREFIXES = ("JAX_", "XLA_", "CUDA_", "NVIDIA_", "TF_CPP_")
+
+
+def job_environment(side: str) -> dict:
+    """The environment of a training process. minimax writes its whole environment into meta.json, so it gets
+    only what running needs, never the caller's tokens or credentials."""
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if side == "cleanued" or key in MINIMAX_ENVIRONMENT or key.startswith(MINIMAX_ENVIRONMENT_PREFIXES)
+    }
+    return environment | ENVIRONMENT_SET
+
+
+@dataclass
+class Job:
+    side: str
+    method: str
+    seeds: tuple[int, ...]  # cleanued: the vmapped seed indices; minimax: its one --seed
+    command: list[str]
+    log: Path
+    process: subprocess.Popen | None = None
+    started: float = 0.0
+    stop: int | None = None  # minimax: the tick it is stopped at
+    terminated: float | None = None  # minimax: when it was sent SIGTERM
+
+    @property
+    def name(self) -> str:
+        return f"{self.side}_{self.method}" + (f"_{self.seeds[0]}" if self.side == "minimax" else "")
+
+
+def prepare_job(args: Args, job: Job) -> None:
+    """Make the job start from where it can: cleanued resumes its newest checkpoint; minimax starts over."""
+    if job.side == "cleanued":
+        run_dir = cleanued_run_dir(args.out, job.method)
+        if checkpoints.list_checkpoints(run_dir / "checkpoints"):
+            job.command = [*job.command, "--resume"]
+        elif run_dir.exists():
+            job.command = [*job.command, "--overwrite"]  # a folder without a checkpoint holds nothing to keep
+        return
+    directory = minimax_dir(args.out, job.method, job.seeds[0])
+    if directory.exists():
+        if not (directory / "meta.json").is_file() and any(directory.iterdir()):
+            raise ConfigError(f"{directory} is not a minimax log dir of this benchmark; refusing to delete it")
+        shutil.rmtree(directory)
+
+
+def signal_job(job: Job, signum: int) -> None:
+    """Signal a child that `reap` has not reaped yet (so its pid is still its own). Not Popen.send_signal: that
+    polls first and may reap the child, losing its CPU time."""
+    try:
+        os.kill(job.process.pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def reap(process: subprocess.Popen) -> float | None:
+    """CPU seconds (user + system) of a finished child, reaping it; None while it runs."""
+    pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+    if pid == 0:
+        return None
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return usage.ru_utime + usage.ru_stime
+
+
+MINIMAX_GRACE_SECONDS = 60
+"""minimax has no SIGTERM handler and dies at once; this only covers a process stuck in native code."""
+ARCHIVE_SETTLE_SECONDS = 0.5
+"""minimax copies an archive (0.8 MB, PAIRED's 83 MB with the teacher) without pausing this long, so a size that
+holds still over it is a finished copy; the conversion then loads every archive it uses, which a torn one fails."""
+
+
+def poll_minimax(args: Args, job: Job) -> None:
+    """Stop a minimax run once the archive of its stop tick is completely written (its size holds still)."""
+    directory = minimax_dir(args.out, job.method, job.seeds[0])
+    if job.stop is None:
+        rows = read_minimax_log(directory / "logs.csv")
+        job.stop = stop_tick(rows, job.method, args.rollouts, minimax_archive_ticks(args, job.method))
+    if job.stop is None:
+        return
+    if job.terminated is not None:
+        if time.time() - job.terminated > MINIMAX_GRACE_SECONDS:
+            signal_job(job, signal.SIGKILL)
+        return
+    archive = minimax_archive(directory, job.stop)
+    sizes = []
+    for _ in range(2):
+        sizes.append(archive.stat().st_size if archive.is_file() else -1)
+        time.sleep(ARCHIVE_SETTLE_SECONDS)
+    if sizes[0] > 0 and sizes[0] == sizes[1]:
+        signal_job(job, signal.SIGTERM)
+        job.terminated = time.time()
+
+
+def finish_job(args: Args, job: Job, cpu_s: float) -> dict:
+    """The job's record for jobs.jsonl; a minimax job also gets its stopped.json."""
+    record = {"job": job.name, "side": job.side, "method": job.method, "seeds": list(job.seeds)}
+    environment = job_environment(job.side)
+    kept = "all of the caller's" if job.side == "cleanued" else sorted(set(environment) - set(ENVIRONMENT_SET))
+    record |= {"command": shlex.join(job.command), "cwd": str(REPO_ROOT), "log": str(job.log)}
+    record |= {"environment_set": ENVIRONMENT_SET, "environment_kept": kept}
+    record |= {"returncode": job.process.returncode, "wall_s": round(time.time() - job.started, 1)}
+    record |= {"cpu_s": round(cpu_s, 1), "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
+    if job.side == "cleanued":
+        record["ok"] = cleanued_done(args, job.method)
+        return record
+    directory = minimax_dir(args.out, job.method, job.seeds[0])
+    rows = read_minimax_log(directory / "logs.csv")
+    tick = job.stop or stop_tick(rows, job.method, args.rollouts, minimax_archive_ticks(args, job.method))
+    row = next((row for row in rows if tick is not None and int(row["_tick"]) == tick), None)
+    record["ok"] = row is not None and minimax_archive(directory, tick).is_file()
+    if record["ok"]:
+        n_updates = int(row["n_updates"])
+        stopped = {"target": args.rollouts, "stop_tick": tick, "n_updates": n_updates}
+        stopped |= {"rollouts": minimax_rollouts(job.method, tick, n_updates), **record}
+        (directory / "stopped.json").write_text(json.dumps(stopped, indent=1) + "\n")
+        record |= {"stop_tick": tick, "n_updates": n_updates, "rollouts": stopped["rollouts"]}
+    return record
+
+
+def make_jobs(args: Args, settings: dict) -> list[Job]:
+    jobs = []
+    for method in args.methods:
+        command = cleanued_command(args, method, settings[method]["cleanued"])
+        jobs.append(
+            Job("cleanued", method, tuple(range(args.seeds)), command, args.out / "logs" / f"cleanued_{method}.log")
+        )
+        for seed in range(1, args.seeds + 1):
+            command = minimax_command(args, method, seed, settings[method]["minimax"])
+            log = args.out / "logs" / f"minimax_{method}_{seed}.log"
+            jobs.append(Job("minimax", method, (seed,), command, log))
+    return jobs
+
+
+def check_existing_runs(args: Args, settings: dict) -> None:
+    """Refuse an --out whose runs were made with other settings or seeds (resuming or reusing them would mix two
+    configurations)."""
+    for method in args.methods:
+        for seed in range(1, args.seeds + 1):
+            stopped = minimax_dir(args.out, method, seed) / "stopped.json"
+            command = shlex.join(minimax_command(args, method, seed, settings[method]["minimax"]))
+            if minimax_done(args, method, seed) and json.loads(stopped.read_text())["command"] != command:
+                raise ConfigError(f"{stopped.parent} was trained by another command; use another --out")
+        run_dir = cleanued_run_dir(args.out, method)
+        if not (run_dir / "config.json").is_file():
+            continue
+        saved = read_saved_config(run_dir)["config"]
+        used = {
+            row["cleanued_flag"]: row["cleanued_used"] for row in settings[method]["table"] if row["kind"] != "fixed"
+        }
+        expected = {**used, "num_seeds": args.seeds, "seed": 0}
+        expected |= {"archive_interval": args.checkpoint_every, "log_interval": LOG_INTERVAL}
+        differing = [
+            f"{key}: saved {saved.get(key)!r}, now {value!r}"
+            for key, value in expected.items()
+            if not same(saved.get(key), value)
+        ]
+        if differing:
+            raise ConfigError(f"{run_dir} was trained with other settings ({'; '.join(differing)}); use another --out")
+
+
+def run_stage(args: Args, settings: dict) -> None:
+    pending = [
+        job
+        for job in make_jobs(args, settings)
+        if not (
+            cleanued_done(args, job.method) if job.side == "cleanued" else minimax_done(args, job.method, job.seeds[0])
+        )
+    ]
+    print(f"run: {len(pending)} training processes to run, {args.jobs} at once", flush=True)
+    running, failed = [], []
+    # A SIGTERM to this process (not only Ctrl+C, which the children get too) stops the children below.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        while pending or running:
+            while pending and len(running) < args.jobs:
+                job = pending.pop(0)
+                prepare_job(args, job)
+                job.log.parent.mkdir(parents=True, exist_ok=True)
+                print(f"start {job.name}: {shlex.join(job.command)}", flush=True)
+                with open(job.log, "a") as log:  # a resumed cleanued run keeps its earlier output
+                    log.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(job.command)}\n")
+                    log.flush()
+                    job.process = subprocess.Popen(
+                        job.command, cwd=REPO_ROOT, env=job_environment(job.side), stdout=log, stderr=subprocess.STDOUT
+                    )
+                job.started = time.time()
+                running.append(job)
+            time.sleep(args.poll_seconds)
+            for job in list(running):
+                if job.side == "minimax" and job.process.returncode is None:
+                    poll_minimax(args, job)
+                cpu_s = reap(job.process)
+                if cpu_s is None:
+                    continue
+                running.remove(job)
+                record = finish_job(args, job, cpu_s)
+                append_jsonl(args.out / "jobs.jsonl", record)
+                state = "done" if record["ok"] else f"FAILED (exit {record['returncode']}; see {job.log})"
+                print(f"{state}: {job.name} in {record['wall_s']:.0f} s wall, {record['cpu_s']:.0f} s CPU", flush=True)
+                if not record["ok"]:
+                    failed.append(job.name)
+    finally:
+        for job in running:  # interrupted: cleanued saves a checkpoint on SIGTERM, so a rerun resumes it
+            if job.process.returncode is None:
+                signal_job(job, signal.SIGTERM)
+        for job in running:
+            job.process.wait()
+    if failed:
+        raise SystemExit(f"run: {len(failed)} jobs failed: {', '.join(failed)}")

@@ -55,7 +55,14 @@ from matplotlib.patches import Patch  # noqa: E402
 # SCAFFOLDING: the repo root on sys.path so `python common/report.py` works like `python -m common.report`.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common.config import AT_LEAST_ONE, Range, raise_first, range_problems, read_saved_config  # noqa: E402
+from common.config import (  # noqa: E402
+    AT_LEAST_ONE,
+    Range,
+    absent_folder_problem,
+    raise_first,
+    range_problems,
+    read_saved_config,
+)
 from common.errors import ConfigError  # noqa: E402
 from common.runs import one_line_errors  # noqa: E402
 
@@ -260,6 +267,9 @@ def load_methods(runs: tuple, labels: tuple[str, ...] = ()) -> list[Method]:
                 f"{argument} is given twice (first as {given[folder.resolve()]}); its seeds would count twice"
             )
         given[folder.resolve()] = argument
+        problem = absent_folder_problem(folder)
+        if problem:
+            raise ConfigError(f"cannot report on {folder}: {problem}")
         name = label or Path(read_saved_config(folder)["script"]).stem
         evaluation = newest(folder / "eval", EVALUATION)
         if evaluation is None:

@@ -153,6 +153,7 @@ def test_report_writes_tables_and_figures(tmp_path, capsys):
     ("setup", "fragment"),
     [
         ("plain", "is not a run folder (no config.json)"),
+        ("missing", "it does not exist (there is no 'missing' in"),
         ("unevaluated", "has no evaluation yet: run `python -m common.evaluate --run-dir"),
         ("other_mazes", "the methods were evaluated on different mazes"),
     ],
@@ -162,6 +163,8 @@ def test_bad_folders_are_one_line_errors(tmp_path, setup, fragment):
     if setup == "plain":
         bad = tmp_path / "plain"
         bad.mkdir()
+    elif setup == "missing":
+        bad = tmp_path / "missing"
     elif setup == "unevaluated":
         bad = run_folder(tmp_path, "unevaluated", "algos/plr.py", A)
         for path in (bad / "eval").iterdir():

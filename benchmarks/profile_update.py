@@ -5,8 +5,9 @@ level_scores, the level buffer, the teacher), jitted, and run inside a `lax.scan
 steps, because that is where training runs it: XLA compiles a loop body differently from straight-line
 code (a convolution's weight gradient ran 20-100x slower inside a loop on XLA:CPU before `Conv3x3`).
 Reports the median over `--repeats` calls of the seconds per iteration, one seed, the paper settings, with
-XLA's count of the floating-point operations of each phase and the rate that gives; `--algo paired` adds a
-plain matmul of the teacher's input-projection size as the device's reference rate for dense work.
+XLA's count of the floating-point operations of each phase and the rate that gives (XLA counts a loop body once:
+multiply a phase's count by the trip counts of its loops, e.g. PPO's epochs, for its real work); `--algo paired`
+adds a plain matmul of the teacher's input-projection size as the device's reference rate for dense work.
 
     python benchmarks/profile_update.py --algo dr
     python benchmarks/profile_update.py --algo plr
@@ -82,7 +83,8 @@ def time_phase(name: str, body, carry, args: Args) -> dict:
 
 
 def compiled_flops(compiled) -> float:
-    """Floating-point operations of one call, as XLA counts them (loop bodies times their trip counts)."""
+    """Floating-point operations of one call as XLA's cost analysis counts them: a multiply-add is one, and the
+    body of a loop XLA keeps as a loop (a scan over steps or epochs) is counted once, whatever its trip count."""
     analysis = compiled.cost_analysis()
     analysis = analysis[0] if isinstance(analysis, list) else analysis
     return float(analysis.get("flops", 0.0))

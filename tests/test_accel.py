@@ -33,6 +33,7 @@ def tiny_config(tmp_path, **overrides) -> accel.Config:
     return with_flags(accel.Config(), **{**TINY, "runs_dir": str(tmp_path), **overrides})
 
 
+@pytest.mark.slow
 def test_mutation_follows_replay_and_mutants_enter_the_buffer(tmp_path):
     config = tiny_config(tmp_path)
     functions = accel.make_train(config)
@@ -54,6 +55,7 @@ def test_mutation_follows_replay_and_mutants_enter_the_buffer(tmp_path):
     assert np.isnan(metrics["ppo/loss"][replayed == 0]).all(), "new and mutation updates report no step"
 
 
+@pytest.mark.slow
 def test_only_replay_updates_change_the_policy(tmp_path):
     config = tiny_config(tmp_path, num_seeds=2, log_interval=1, total_updates=12, checkpoint_interval=1)
     functions = accel.make_train(config)
@@ -86,6 +88,7 @@ def test_mutation_criteria_pick_by_score():
             assert levels_equal(pick(parents, parent), pick(levels, source))
 
 
+@pytest.mark.slow
 def test_resume_with_a_pending_mutation_equals_uninterrupted(tmp_path):
     common = dict(total_updates=8, log_interval=2, checkpoint_interval=2)
     straight = tiny_config(tmp_path, run_name="straight", **common)

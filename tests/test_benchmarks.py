@@ -37,6 +37,7 @@ def fake_minimax_venv(tmp_path):
     return python.parents[1]
 
 
+@pytest.mark.slow
 def test_bench_algos_sweep_reports_every_setting_with_provenance():
     stdout = run_script("benchmarks/bench_algos.py", "--algos", "plr", "--num-envs", "2", "4", *TINY).stdout
     results = json_lines(stdout)
@@ -49,6 +50,7 @@ def test_bench_algos_sweep_reports_every_setting_with_provenance():
         assert result["env_steps_per_s"] == pytest.approx(per_update, rel=0.05)  # s/update is rounded
 
 
+@pytest.mark.slow
 def test_side_by_side_speedup_is_ours_per_seed_over_minimax(fake_minimax_venv):
     stdout = run_script(
         "benchmarks/bench_algos.py",
@@ -62,6 +64,7 @@ def test_side_by_side_speedup_is_ours_per_seed_over_minimax(fake_minimax_venv):
     assert cells[3] == f"{ours['env_steps_per_s'] / 2 / 16:.2f}x"
 
 
+@pytest.mark.slow
 def test_bench_env_reports_throughput():
     stdout = run_script("benchmarks/bench_env.py", "--num-envs", "4", "8", "--num-steps", "8", "--repeats", "1").stdout
     results = json_lines(stdout)
@@ -82,6 +85,7 @@ def test_bench_env_minimax_needs_the_shipped_maze():
 MINIMAX_PYTHON = REPO_ROOT / "benchmarks" / ".minimax-venv" / "bin" / "python"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not MINIMAX_PYTHON.exists(), reason="minimax venv absent (bench_algos.py --minimax creates it)")
 def test_minimax_worker_mixes_replay_and_new_level_updates():
     result = subprocess.run(
@@ -100,6 +104,7 @@ def test_minimax_worker_mixes_replay_and_new_level_updates():
     assert worker["env_steps_per_update"] == pytest.approx(4 * 8 * 1.8)  # replays also play the mutants
 
 
+@pytest.mark.slow
 def test_sfl_refresh_timer_reports_the_scoring_time():
     result = run_script(
         "benchmarks/bench_sfl.py",

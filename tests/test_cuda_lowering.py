@@ -43,6 +43,7 @@ def export_for_cuda(function, *args) -> str:
     return export.export(jax.jit(function), platforms=("cuda",))(*args).mlir_module()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SCRIPT_FLAGS)
 def test_every_function_of_the_script_exports_for_cuda(name):
     module = importlib.import_module(f"algos.{name}")

@@ -92,6 +92,7 @@ def test_conv3x3_is_flax_valid_conv():
     )
 
 
+@pytest.mark.slow
 def test_smoke_updates_and_metrics(tiny):
     config, functions, init, step_chunk = tiny
     runner = init(seed_keys(config))
@@ -124,6 +125,7 @@ def test_vmapped_seed_equals_single_seed_run(tiny):
         np.testing.assert_allclose(both_metrics["ppo/loss"][i], alone_metrics["ppo/loss"][0], rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_chunked_driving_equals_one_shot_train(tiny):
     config, functions, init, step_chunk = tiny
     keys = seed_keys(config)
@@ -166,6 +168,7 @@ def test_main_writes_run_folder(smoke_run):
     assert update == 4 and int(state.update[0]) == 4
 
 
+@pytest.mark.slow
 def test_evaluate_command(smoke_run):
     config, run_dir = smoke_run
     command = [
@@ -208,6 +211,7 @@ def test_wandb_offline_one_run_per_seed(tmp_path, monkeypatch):
     assert len(offline_runs) == 2, offline_runs
 
 
+@pytest.mark.slow
 def test_resume_equals_uninterrupted(tmp_path):
     uninterrupted = run_main(tiny_config(tmp_path, run_name="straight", total_updates=6))
     run_main(tiny_config(tmp_path, run_name="split", total_updates=2))
@@ -264,6 +268,7 @@ def test_checkpoint_from_another_config_is_refused(tmp_path):
         checkpoint.load(checkpoint.list_checkpoints(run_dir / "checkpoints")[-1], template)
 
 
+@pytest.mark.slow
 def test_non_finite_training_stops_without_saving(tmp_path):
     config = tiny_config(tmp_path, run_name="diverge", eval_interval=0)
     # The flags refuse an infinite learning rate; set it behind their back to make training diverge.
@@ -352,6 +357,7 @@ def test_sigterm_saves_a_checkpoint_and_exits(tmp_path):
     assert checkpoint.list_checkpoints(tmp_path / "term" / "checkpoints"), "a checkpoint must be saved on SIGTERM"
 
 
+@pytest.mark.slow
 def test_resume_needs_only_the_run_name_and_refuses_every_changed_flag(tmp_path):
     small = "--num-envs 4 --num-steps 16 --lstm-size 16 --maze-size 7 --n-walls 10 --max-steps 12 --log-interval 2"
     flags = [*small.split(), "--eval-interval", "0", "--checkpoint-interval", "2", "--screenshot-interval", "0"]
@@ -377,6 +383,7 @@ def test_resume_needs_only_the_run_name_and_refuses_every_changed_flag(tmp_path)
     assert file_hashes(tmp_path / "r") == before
 
 
+@pytest.mark.slow
 def test_carry_across_updates_starts_each_update_from_the_last_carry(tiny):
     config, functions, init, step_chunk = tiny
     assert init(seed_keys(config)).carry is None, "off by default: every update starts from a zero carry"

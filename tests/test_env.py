@@ -198,6 +198,7 @@ def test_ascii_round_trip_and_errors():
         validate_level(make_level(np.zeros((3, 3), bool), (3, 1), (0, 0), 0))
 
 
+@pytest.mark.slow
 def test_jit_vmap_shapes_and_sizes():
     for size in (5, 13, 101):
         params = EnvParams(max_steps=20)
@@ -221,6 +222,7 @@ def test_resample_wrapper_starts_a_new_level_on_done():
     assert next_state.agent_pos.tolist() == next_state.level.agent_pos.tolist()
 
 
+@pytest.mark.slow
 def test_batched_resample_equals_the_vmapped_wrapper():
     """Same obs, states, rewards and dones as `vmap(step_and_resample)`, step after step, when more envs end
     in one step than one pass generates (3 per pass; max_steps 3 ends all 10 envs together), and vmapped

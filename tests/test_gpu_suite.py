@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_smoke_suite_writes_every_stage(tmp_path):
     command = [sys.executable, "benchmarks/gpu_suite.py", "--out", str(tmp_path), "--smoke", "--methods", "dr", "accel"]
     result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True)

@@ -75,6 +75,7 @@ def test_episode_returns_match_plain_python():
         assert best[env] == pytest.approx(max(finished) if finished else 0.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_variant_smoke_and_designed_levels_are_valid(variant, tmp_path):
     config = tiny_config(tmp_path, **VARIANTS[variant])
@@ -145,6 +146,7 @@ def test_teacher_parameter_count_matches_reference():
     assert 22_000_000 < count < 23_000_000, count  # about 22M: the conv features feed the LSTM directly
 
 
+@pytest.mark.slow
 def test_resume_equals_uninterrupted_and_evaluate_any_student(tmp_path):
     straight = tiny_config(tmp_path, run_name="straight", total_updates=4)
     run_script(paired, straight)
@@ -168,6 +170,7 @@ def test_resume_equals_uninterrupted_and_evaluate_any_student(tmp_path):
     assert bad.returncode == 2 and "unknown --policy 'student5'" in bad.stderr
 
 
+@pytest.mark.slow
 def test_teacher_uses_its_own_learning_rate(tmp_path):
     config = tiny_config(tmp_path, teacher_lr=0.0, num_seeds=1)
     functions = paired.make_train(config)

@@ -38,6 +38,7 @@ def params_changed(before, after, seed) -> bool:
     return any(bool((x[seed] != y[seed]).any()) for x, y in leaves)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__.split(".")[-1])
 def test_blocks_warm_up_then_train_on_replay_every_update(module, tmp_path):
     config = tiny_config(module, tmp_path)
@@ -67,6 +68,7 @@ def test_blocks_warm_up_then_train_on_replay_every_update(module, tmp_path):
         assert metrics["buffer/max_mutations"][:, 0].tolist() == runner.buffer.mutations.max(axis=1).tolist()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__.split(".")[-1])
 def test_resume_equals_uninterrupted(module, tmp_path):
     common = dict(log_interval=2, checkpoint_interval=2)

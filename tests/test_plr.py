@@ -44,6 +44,7 @@ def params_changed(before, after) -> bool:
     return any(jax.tree.leaves(jax.tree.map(lambda x, y: bool((x != y).any()), before, after)))
 
 
+@pytest.mark.slow
 def test_buffer_warms_up_and_replay_happens(tmp_path):
     config = tiny_config(tmp_path)
     functions, _, runner, metrics = run_chunk(config)
@@ -64,6 +65,7 @@ def test_buffer_warms_up_and_replay_happens(tmp_path):
     np.testing.assert_allclose(labels["score"], -np.sort(-scores, axis=1)[:, : config.ppo.num_envs])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("exploratory", "learns"), [(False, False), (True, True)])
 def test_robust_plr_learns_only_from_replay(tmp_path, exploratory, learns):
     config = tiny_config(tmp_path, replay_prob=0.0, exploratory_grad_updates=exploratory, num_seeds=1)
@@ -73,6 +75,7 @@ def test_robust_plr_learns_only_from_replay(tmp_path, exploratory, learns):
     assert int(after.buffer.filled.sum()) > 4, "new levels still fill the buffer"
 
 
+@pytest.mark.slow
 def test_one_seed_runs_unbatched_like_the_vmapped_step(tmp_path):
     config = tiny_config(tmp_path, num_seeds=1)
     functions = plr.make_train(config)
@@ -87,6 +90,7 @@ def test_one_seed_runs_unbatched_like_the_vmapped_step(tmp_path):
         np.testing.assert_allclose(unbatched_metrics[key], values, rtol=1e-4, atol=1e-6, err_msg=key)
 
 
+@pytest.mark.slow
 def test_resume_with_the_buffer_equals_uninterrupted(tmp_path):
     common = dict(log_interval=4, checkpoint_interval=4)
     straight = tiny_config(tmp_path, run_name="straight", **common)
@@ -113,6 +117,7 @@ def test_invalid_flags(tmp_path, overrides, message):
         tiny_config(tmp_path, **overrides)
 
 
+@pytest.mark.slow
 def test_the_budget_counts_student_updates(tmp_path, capsys):
     config = tiny_config(tmp_path, run_name="budget", total_updates=40, total_student_updates=3, log_interval=2)
     run_dir = run_script(plr, config)

@@ -37,6 +37,7 @@ def run_python_block(text: str, tmp_path: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(script)], cwd=REPO_ROOT, capture_output=True, text=True, env=env)
 
 
+@pytest.mark.slow
 def test_use_from_python_example_runs(tmp_path):
     text = section(README, "## Use from Python")
     assert "PYTHONPATH=. .venv/bin/python" in text, "the README says how to run it"

@@ -36,6 +36,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("module", "score_function"), CASES, ids=lambda x: getattr(x, "__name__", x).split(".")[-1])
 def test_buffer_scores_follow_their_definition(module, score_function, tmp_path):
     config = with_flags(module.Config(), **TINY, score_function=score_function, runs_dir=str(tmp_path))

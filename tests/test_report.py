@@ -237,6 +237,7 @@ def test_trim_must_leave_scores_for_the_iqm(tmp_path, trim):
         Args(runs=("runs/a",), out=tmp_path, trim=trim)
 
 
+@pytest.mark.slow
 def test_any_run_name_is_a_folder_and_labels_name_methods(tmp_path):
     """`lr=3e-4` is a legal run name: a positional argument is always a folder; --label NAME=RUN_DIR names a
     method (the label ends at the first `=`, so the folder may hold more)."""

@@ -106,6 +106,7 @@ def test_overwrite_deletes_only_run_folders(tmp_path, finished_run):
     assert not (run / "notes.txt").exists() and (run / "checkpoints" / "update_00000002.msgpack").exists()
 
 
+@pytest.mark.slow
 def test_evaluate_never_runs_code_outside_algos(tmp_path, finished_run):
     evil = tmp_path / "evil.py"
     marker = tmp_path / "PWNED"
@@ -124,6 +125,7 @@ def test_evaluate_never_runs_code_outside_algos(tmp_path, finished_run):
         assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_a_held_run_folder_refuses_every_other_start_until_its_holder_dies(tmp_path, finished_run):
     run = copy_of(finished_run, tmp_path)
     hold = f"import pathlib, time\nfrom common import runs\nlock = runs.lock_run_folder(pathlib.Path({str(run)!r}))\n"
@@ -278,6 +280,7 @@ def test_failed_writes_leave_no_temporary_file_and_stale_ones_are_swept(tmp_path
     assert not any(path.exists() for path in stale)
 
 
+@pytest.mark.slow
 def test_a_full_disk_keeps_the_last_checkpoint_and_resume_works_after(tmp_path, monkeypatch):
     real_save = checkpoint.save
 

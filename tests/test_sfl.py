@@ -107,6 +107,7 @@ def test_scoring_memory_does_not_grow_with_its_length():
     assert [v.aval for v in short.outvars] == [v.aval for v in long.outvars], "the carry does not depend on length"
 
 
+@pytest.mark.slow
 def test_resume_across_a_refresh_is_exact(tmp_path):
     straight = with_flags(sfl.Config(), **TINY, runs_dir=str(tmp_path), run_name="straight")
     run_script(sfl, straight)
@@ -118,6 +119,7 @@ def test_resume_across_a_refresh_is_exact(tmp_path):
     assert_states_close(*states)
 
 
+@pytest.mark.slow
 def test_refreshes_keep_their_schedule_across_a_resume(tmp_path):
     """Stopped at update 6, between two refreshes (every 4 updates), and resumed: the buffer is rebuilt at 8 as
     it would have been, and at no other update."""

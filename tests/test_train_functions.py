@@ -35,6 +35,7 @@ EXTRA = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", list(EXTRA), ids=lambda module: module.__name__.split(".")[-1])
 def test_chunked_driving_equals_one_shot_train(module):
     config = with_flags(module.Config(), **TINY, **EXTRA[module])

@@ -80,6 +80,7 @@ def test_param_count_matches_reference():
     assert abs(count - 433_000) < 1_000, count  # docs/methods.md: about 433k
 
 
+@pytest.mark.slow
 def test_conv3x3_is_flax_valid_conv():
     images = jax.random.uniform(jax.random.key(0), (2, 3, 7, 6, 4))  # leading [T, B] axes, a non-square map
     reference = nn.Conv(8, (3, 3), padding="VALID", kernel_init=nn.initializers.orthogonal(np.sqrt(2)))
@@ -150,6 +151,7 @@ def smoke_run(tmp_path_factory):
     return config, run_main(config)
 
 
+@pytest.mark.slow
 def test_main_writes_run_folder(smoke_run):
     config, run_dir = smoke_run
     saved = json.loads((run_dir / "config.json").read_text())
@@ -204,6 +206,7 @@ def test_evaluate_command(smoke_run):
     assert bad.returncode == 2 and bad.stderr.strip() == missing
 
 
+@pytest.mark.slow
 def test_wandb_offline_one_run_per_seed(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     run_dir = run_main(tiny_config(tmp_path, run_name="tracked", track=True, total_updates=2, eval_interval=0))

@@ -290,6 +290,7 @@ def test_report_and_evaluate_share_one_interval_policy(tmp_path, capsys):
         assert all(row["ci_low"] == row["ci_high"] == "" for row in csv.DictReader(handle)), "dr has 2 seeds"
 
 
+@pytest.mark.slow
 def test_report_says_which_files_it_did_not_write_and_why(tmp_path):
     folder = run_folder(tmp_path, "a", "algos/dr.py", A)
     result = report(str(folder), "--out", str(tmp_path / "out"))

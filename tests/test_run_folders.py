@@ -250,6 +250,7 @@ def test_every_script_checks_numeric_ranges_before_compiling(tmp_path, module):
         assert str(error.value).startswith(message), (name, value, str(error.value))
 
 
+@pytest.mark.slow
 def test_evaluate_checks_its_ranges(tmp_path, finished_run):
     for flags, fragment in ((["--episodes", "0"], "--episodes must be at least 1"), (["--seed", "-1"], "--seed")):
         result = subprocess.run(
@@ -334,6 +335,7 @@ def test_log_intervals_a_resume_may_use_divide_the_update_and_every_interval():
     assert log_intervals_resuming_at(scored, 150) == [10, 5, 2, 1]
 
 
+@pytest.mark.slow
 def test_a_resume_off_the_log_interval_is_refused_and_an_aligned_one_keeps_every_schedule(tmp_path, capsys):
     schedule = dict(eval_interval=4, checkpoint_interval=4, archive_interval=4, eval_mazes=("SixteenRooms",))
     run = run_script(dr, tiny(tmp_path, run_name="r", total_updates=6, eval_episodes=2, **schedule))  # stops at 6

@@ -181,12 +181,18 @@ def measure(name: str, args: Args, num_envs: int, num_seeds: int) -> dict:
     }
 
 
-def minimax_python(venv: Path) -> Path:
+def pinned_python(venv: Path, packages: tuple[str, ...]) -> Path:
+    """The interpreter of `venv`, created with the running Python and `packages` installed on first use (a
+    peer's pinned stack, apart from ours)."""
     python = venv / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", *MINIMAX_STACK], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *packages], check=True)
     return python
+
+
+def minimax_python(venv: Path) -> Path:
+    return pinned_python(venv, MINIMAX_STACK)
 
 
 def measure_minimax(name: str, args: Args, num_envs: int) -> dict:

@@ -77,11 +77,7 @@ class Args:
 
 
 def jaxued_python(venv: Path) -> Path:
-    python = venv / "bin" / "python"
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", *JAXUED_STACK], check=True)
-    return python
+    return bench_algos.pinned_python(venv, JAXUED_STACK)
 
 
 def json_lines(stdout: str) -> list[dict]:

@@ -19,6 +19,7 @@ keeps it where the seed replayed. Diff against: algos/plr.py.
 """
 
 import functools
+import operator
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,13 +46,14 @@ from common.config import (  # noqa: E402
     POSITIVE,
     Range,
     RunConfig,
+    maze_and_ppo_problems,
     raise_first,
     range_problems,
     run_problems,
 )
-from common.devices import make_placement, vmap_seeds  # noqa: E402
-from common.heldout_eval import heldout_metrics  # noqa: E402
-from envs.heldout import HELDOUT_MAZES  # noqa: E402
+from common.contract import FINITE_METRIC, BatchedOverSeeds, all_finite  # noqa: E402
+from common.devices import make_placement, map_seeds, vmap_seeds  # noqa: E402
+from common.heldout_eval import heldout_evaluator  # noqa: E402
 from envs.levels import mutate_level, optimal_return, sample_dr_level, shortest_path_length, wall_count  # noqa: E402
 from envs.maze import NUM_ACTIONS, EnvParams, Level, Observation, reset_to_level, step_and_restart  # noqa: E402
 
@@ -159,16 +161,7 @@ class Config:
         raise_first(
             [
                 *run_problems(self.run, ppo.num_envs),
-                (
-                    ppo.num_envs % ppo.num_minibatches != 0,
-                    f"--num-envs ({ppo.num_envs}) must be divisible by --num-minibatches ({ppo.num_minibatches})",
-                ),
-                (
-                    env.n_walls > env.maze_size**2 - 2,
-                    f"--n-walls ({env.n_walls}) must leave two cells free for the agent and the goal: at most "
-                    f"{env.maze_size**2 - 2} in a {env.maze_size}x{env.maze_size} maze",
-                ),
-                (env.agent_view_size % 2 == 0, f"--agent-view-size must be odd, got {env.agent_view_size}"),
+                *maze_and_ppo_problems(env, ppo),
                 (
                     self.buffer_size < self.ppo.num_envs,
                     f"--buffer-size ({self.buffer_size}) must hold at least --num-envs ({self.ppo.num_envs}) levels",
@@ -180,6 +173,11 @@ class Config:
                 ),
             ]
         )
+
+    @property
+    def schedule_spans_run(self) -> bool:
+        """The learning rate anneals over the run: a resume keeps its length."""
+        return self.ppo.anneal_lr
 
     @property
     def env_steps_per_update(self) -> int:
@@ -499,15 +497,15 @@ def make_optimizer(config: Config):
     return optax.chain(optax.clip_by_global_norm(ppo.max_grad_norm), optax.adam(learning_rate, eps=ppo.adam_eps))
 
 
-def make_train(config: Config) -> driver.BatchedOverSeeds:
+def make_train(config: Config) -> BatchedOverSeeds:
     env, ppo, run = config.env, config.ppo, config.run
     env_params = config.env_params
     network = ActorCritic()
     sample_level = functools.partial(sample_dr_level, height=env.maze_size, width=env.maze_size, n_walls=env.n_walls)
     step_env = jax.vmap(functools.partial(step_and_restart, params=env_params))
     reset_env = jax.vmap(reset_to_level, (None, 0, None))
-    eval_mazes = {name: HELDOUT_MAZES[name] for name in run.eval_mazes}
     placement = make_placement(run, ppo.num_envs)
+    student_params = operator.attrgetter("train_state.params")
     settings = config.buffer_settings
 
     def init(rng) -> RunnerState:
@@ -531,11 +529,6 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
             update=jnp.int32(0),
             student_updates=jnp.int32(0),
         )
-
-    def init_seeds(rngs) -> RunnerState:
-        # lax.map, not vmap: a batch of LAPACK QRs (the orthogonal initializer) can deadlock XLA's CPU
-        # thread pool on 2 cores (jaxlib 0.10.2); one seed at a time gives the same values.
-        return jax.lax.map(init, rngs)
 
     def update(runner: RunnerState, _):
         rng, rng_decide, rng_new, rng_replay, rng_rollout, rng_ppo, rng_mutate = jax.random.split(runner.rng, 7)
@@ -606,9 +599,7 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
 
         learn = replay | config.exploratory_grad_updates
         train_state, ppo_metrics = jax.lax.cond(learn, ppo_step, no_ppo_step)
-        finite = (~learn | jnp.isfinite(ppo_metrics["ppo/loss"])) & jnp.all(
-            jnp.array([jnp.isfinite(leaf).all() for leaf in jax.tree.leaves(train_state.params)])
-        )
+        finite = (~learn | jnp.isfinite(ppo_metrics["ppo/loss"])) & all_finite(train_state.params)
         nan = jnp.float32(jnp.nan)
         levels_played = level_metrics(levels, "level")
         metrics = {
@@ -632,7 +623,7 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
             **buffer_metrics(buffer, settings),
             "buffer/replay_fraction": replay.astype(jnp.float32),
             "buffer/level_score": scores.mean(),
-            "health/finite": finite,
+            FINITE_METRIC: finite,
         }
         runner = runner.replace(
             train_state=train_state,
@@ -649,12 +640,9 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
     def step_chunk(runner: RunnerState):
         return jax.lax.scan(update, runner, None, run.log_interval)
 
-    def evaluate_runner(runner: RunnerState) -> dict:
-        # EVAL
-        rng = jax.random.fold_in(runner.rng_eval, runner.update)
-        carry = initial_carry(run.eval_episodes, ppo.lstm_size)
-        params = runner.train_state.params
-        return heldout_metrics(rng, network.apply, params, carry, eval_mazes, env_params, run.eval_episodes)
+    # EVAL
+    eval_carry = initial_carry(run.eval_episodes, ppo.lstm_size)
+    evaluate_runner = heldout_evaluator(network.apply, student_params, eval_carry, run, env_params)
 
     def training_levels(runner: RunnerState) -> tuple[Level, dict]:
         """The highest-scoring buffer levels (empty slots last), labelled with their scores and mutation generations."""
@@ -666,15 +654,18 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
         }
 
     step_seeds, evaluate_seeds = vmap_seeds(step_chunk), jax.vmap(evaluate_runner)
+    init_seeds = map_seeds(init)
     train = driver.whole_run(init_seeds, step_seeds, evaluate_seeds, run)
-    return driver.BatchedOverSeeds(init_seeds, step_seeds, evaluate_seeds, jax.vmap(training_levels), train)
-
-
-# copied from algos/dr.py:policies
-def policies(config: Config) -> dict:
-    """The policies a run holds, by name, for `common.evaluate --policy`: each maps a runner state to its
-    parameters."""
-    return {"student": lambda runner: runner.train_state.params}
+    return BatchedOverSeeds(
+        init=init_seeds,
+        step=step_seeds,
+        evaluate=evaluate_seeds,
+        levels=jax.vmap(training_levels),
+        train=train,
+        student_updates=operator.attrgetter("student_updates"),
+        policies={"student": student_params},
+        placement=placement,
+    )
 
 
 if __name__ == "__main__":

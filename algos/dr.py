@@ -13,6 +13,7 @@ Deviation from minimax, on purpose: the LSTM carry starts at zero with each upda
 """
 
 import functools
+import operator
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,13 +40,14 @@ from common.config import (  # noqa: E402
     POSITIVE,
     Range,
     RunConfig,
+    maze_and_ppo_problems,
     raise_first,
     range_problems,
     run_problems,
 )
-from common.devices import make_placement, vmap_seeds  # noqa: E402
-from common.heldout_eval import heldout_metrics  # noqa: E402
-from envs.heldout import HELDOUT_MAZES  # noqa: E402
+from common.contract import FINITE_METRIC, BatchedOverSeeds, all_finite  # noqa: E402
+from common.devices import make_placement, map_seeds, vmap_seeds  # noqa: E402
+from common.heldout_eval import heldout_evaluator  # noqa: E402
 from envs.levels import sample_dr_level, shortest_path_length, wall_count  # noqa: E402
 from envs.maze import NUM_ACTIONS, EnvParams, Level, Observation, reset_to_level, step_and_resample_batch  # noqa: E402
 
@@ -125,18 +127,14 @@ class Config:
         raise_first(
             [
                 *run_problems(self.run, ppo.num_envs),
-                (
-                    ppo.num_envs % ppo.num_minibatches != 0,
-                    f"--num-envs ({ppo.num_envs}) must be divisible by --num-minibatches ({ppo.num_minibatches})",
-                ),
-                (
-                    env.n_walls > env.maze_size**2 - 2,
-                    f"--n-walls ({env.n_walls}) must leave two cells free for the agent and the goal: at most "
-                    f"{env.maze_size**2 - 2} in a {env.maze_size}x{env.maze_size} maze",
-                ),
-                (env.agent_view_size % 2 == 0, f"--agent-view-size must be odd, got {env.agent_view_size}"),
+                *maze_and_ppo_problems(env, ppo),
             ]
         )
+
+    @property
+    def schedule_spans_run(self) -> bool:
+        """The learning rate anneals over the run: a resume keeps its length."""
+        return self.ppo.anneal_lr
 
     @property
     def env_steps_per_update(self) -> int:
@@ -356,15 +354,15 @@ def make_optimizer(config: Config):
     return optax.chain(optax.clip_by_global_norm(ppo.max_grad_norm), optax.adam(learning_rate, eps=ppo.adam_eps))
 
 
-def make_train(config: Config) -> driver.BatchedOverSeeds:
+def make_train(config: Config) -> BatchedOverSeeds:
     env, ppo, run = config.env, config.ppo, config.run
     env_params = config.env_params
     network = ActorCritic()
     sample_level = functools.partial(sample_dr_level, height=env.maze_size, width=env.maze_size, n_walls=env.n_walls)
     step_env = functools.partial(step_and_resample_batch, params=env_params, sample_level=sample_level)
     reset_env = jax.vmap(reset_to_level, (None, 0, None))
-    eval_mazes = {name: HELDOUT_MAZES[name] for name in run.eval_mazes}
     placement = make_placement(run, ppo.num_envs)
+    student_params = operator.attrgetter("train_state.params")
 
     def init(rng) -> RunnerState:
         rng, rng_params, rng_eval = jax.random.split(rng, 3)
@@ -382,11 +380,6 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
             student_updates=jnp.int32(0),
             carry=carry,
         )
-
-    def init_seeds(rngs) -> RunnerState:
-        # lax.map, not vmap: a batch of LAPACK QRs (the orthogonal initializer) can deadlock XLA's CPU
-        # thread pool on 2 cores (jaxlib 0.10.2); one seed at a time gives the same values.
-        return jax.lax.map(init, rngs)
 
     def update(runner: RunnerState, _):
         rng, rng_levels, rng_rollout, rng_ppo = jax.random.split(runner.rng, 4)
@@ -406,14 +399,12 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
         train_state, ppo_metrics = ppo_update(
             rng_ppo, runner.train_state, network, carry, transitions, advantages, targets, ppo.settings
         )
-        finite = jnp.isfinite(ppo_metrics["ppo/loss"]) & jnp.all(
-            jnp.array([jnp.isfinite(leaf).all() for leaf in jax.tree.leaves(train_state.params)])
-        )
+        finite = all_finite((ppo_metrics["ppo/loss"], train_state.params))
         metrics = {
             **episode_metrics(transitions),
             **level_metrics(levels, "level"),
             **ppo_metrics,
-            "health/finite": finite,
+            FINITE_METRIC: finite,
         }
         runner = runner.replace(
             train_state=train_state, rng=rng, update=runner.update + 1, student_updates=runner.student_updates + 1
@@ -425,12 +416,9 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
     def step_chunk(runner: RunnerState):
         return jax.lax.scan(update, runner, None, run.log_interval)
 
-    def evaluate_runner(runner: RunnerState) -> dict:
-        # EVAL
-        rng = jax.random.fold_in(runner.rng_eval, runner.update)
-        carry = initial_carry(run.eval_episodes, ppo.lstm_size)
-        params = runner.train_state.params
-        return heldout_metrics(rng, network.apply, params, carry, eval_mazes, env_params, run.eval_episodes)
+    # EVAL
+    eval_carry = initial_carry(run.eval_episodes, ppo.lstm_size)
+    evaluate_runner = heldout_evaluator(network.apply, student_params, eval_carry, run, env_params)
 
     def training_levels(runner: RunnerState) -> tuple[Level, dict]:
         """Fresh DR levels, as the next update would draw them (no labels)."""
@@ -438,14 +426,18 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
         return jax.vmap(sample_level)(jax.random.split(rng, ppo.num_envs)), {}
 
     step_seeds, evaluate_seeds = vmap_seeds(step_chunk), jax.vmap(evaluate_runner)
+    init_seeds = map_seeds(init)
     train = driver.whole_run(init_seeds, step_seeds, evaluate_seeds, run)
-    return driver.BatchedOverSeeds(init_seeds, step_seeds, evaluate_seeds, jax.vmap(training_levels), train)
-
-
-def policies(config: Config) -> dict:
-    """The policies a run holds, by name, for `common.evaluate --policy`: each maps a runner state to its
-    parameters."""
-    return {"student": lambda runner: runner.train_state.params}
+    return BatchedOverSeeds(
+        init=init_seeds,
+        step=step_seeds,
+        evaluate=evaluate_seeds,
+        levels=jax.vmap(training_levels),
+        train=train,
+        student_updates=operator.attrgetter("student_updates"),
+        policies={"student": student_params},
+        placement=placement,
+    )
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ tests/test_paired.py); benchmarks/README.md measures its share of an update.
 """
 
 import functools
+import operator
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,14 +45,15 @@ from common.config import (  # noqa: E402
     POSITIVE,
     Range,
     RunConfig,
+    maze_and_ppo_problems,
     raise_first,
     range_problems,
     run_problems,
 )
-from common.devices import make_placement, vmap_seeds  # noqa: E402
-from common.heldout_eval import heldout_metrics  # noqa: E402
+from common.contract import FINITE_METRIC, BatchedOverSeeds, all_finite  # noqa: E402
+from common.devices import make_placement, map_seeds, vmap_seeds  # noqa: E402
+from common.heldout_eval import heldout_evaluator  # noqa: E402
 from envs import teacher  # noqa: E402
-from envs.heldout import HELDOUT_MAZES  # noqa: E402
 from envs.levels import sample_empty_level, shortest_path_length, wall_count  # noqa: E402
 from envs.maze import NUM_ACTIONS, EnvParams, Level, Observation, reset_to_level, step_and_restart  # noqa: E402
 
@@ -155,22 +157,18 @@ class Config:
         raise_first(
             [
                 *run_problems(self.run, ppo.num_envs),
-                (
-                    ppo.num_envs % ppo.num_minibatches != 0,
-                    f"--num-envs ({ppo.num_envs}) must be divisible by --num-minibatches ({ppo.num_minibatches})",
-                ),
-                (
-                    env.n_walls > env.maze_size**2 - 2,
-                    f"--n-walls ({env.n_walls}) must leave two cells free for the agent and the goal: at most "
-                    f"{env.maze_size**2 - 2} in a {env.maze_size}x{env.maze_size} maze",
-                ),
-                (env.agent_view_size % 2 == 0, f"--agent-view-size must be odd, got {env.agent_view_size}"),
+                *maze_and_ppo_problems(env, ppo),
                 (
                     self.num_students < least or (most is not None and self.num_students > most),
                     f"--ued-score {self.ued_score} needs {allowed} students, got --num-students {self.num_students}",
                 ),
             ]
         )
+
+    @property
+    def schedule_spans_run(self) -> bool:
+        """Learning rates anneal over the run (the students' or the teacher's): a resume keeps its length."""
+        return self.ppo.anneal_lr or self.teacher_anneal_lr
 
     @property
     def env_steps_per_update(self) -> int:
@@ -492,7 +490,7 @@ def make_optimizer(lr: float, anneal: bool, config: Config):
     return optax.chain(optax.clip_by_global_norm(ppo.max_grad_norm), optax.adam(learning_rate, eps=ppo.adam_eps))
 
 
-def make_train(config: Config) -> driver.BatchedOverSeeds:
+def make_train(config: Config) -> BatchedOverSeeds:
     env, ppo, run = config.env, config.ppo, config.run
     env_params, teacher_params = config.env_params, config.teacher_params
     student = ActorCritic()
@@ -500,7 +498,6 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
     step_student_env = jax.vmap(functools.partial(step_and_restart, params=env_params))
     reset_env = jax.vmap(reset_to_level, (None, 0, None))
     score_levels = UED_SCORES[config.ued_score]
-    eval_mazes = {name: HELDOUT_MAZES[name] for name in run.eval_mazes}
     placement = make_placement(run, ppo.num_envs)
 
     def step_teacher_env(rngs, states, actions):
@@ -530,7 +527,7 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
         )
         teacher_tx = make_optimizer(config.teacher_lr, config.teacher_anneal_lr, config)
         return RunnerState(
-            # lax.map: one student at a time (see init_seeds on batched QRs).
+            # lax.map: one student at a time (see common.devices.map_seeds on batched QRs).
             students=jax.lax.map(init_student, jax.random.split(rng_students, config.num_students)),
             teacher=TrainState.create(apply_fn=designer.apply, params=teacher_variables, tx=teacher_tx),
             rng=rng,
@@ -538,11 +535,6 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
             update=jnp.int32(0),
             student_updates=jnp.int32(0),
         )
-
-    def init_seeds(rngs) -> RunnerState:
-        # lax.map, not vmap: a batch of LAPACK QRs (the orthogonal initializer) can deadlock XLA's CPU
-        # thread pool on 2 cores (jaxlib 0.10.2); one seed at a time gives the same values.
-        return jax.lax.map(init, rngs)
 
     def design_levels(rng, teacher_state: TrainState) -> tuple[Transition, Level]:
         """One design episode in each of num_envs teacher envs: transitions [62, num_envs] and the levels."""
@@ -606,9 +598,8 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
             targets,
             config.teacher_ppo,
         )
-        params = (students.params, teacher_state.params)
-        finite = jnp.all(jnp.array([jnp.isfinite(leaf).all() for leaf in jax.tree.leaves(params)]))
-        finite &= jnp.isfinite(teacher_metrics["ppo/loss"]) & jnp.isfinite(student_metrics["ppo/loss"]).all()
+        losses = (teacher_metrics["ppo/loss"], student_metrics["ppo/loss"])
+        finite = all_finite((students.params, teacher_state.params, losses))
         metrics = {
             "train/return": student_metrics["return"][0],
             "train/solve_rate": student_metrics["solve_rate"][0],
@@ -620,7 +611,7 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
             **{f"teacher/{key}": value for key, value in teacher_metrics.items()},
             "ued/score": score.mean(),
             **level_metrics(levels, "level"),
-            "health/finite": finite,
+            FINITE_METRIC: finite,
         }
         runner = runner.replace(
             students=students,
@@ -634,31 +625,36 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
     def step_chunk(runner: RunnerState):
         return jax.lax.scan(update, runner, None, run.log_interval)
 
-    def evaluate_runner(runner: RunnerState) -> dict:
-        # EVAL: the protagonist (student 0)
-        rng = jax.random.fold_in(runner.rng_eval, runner.update)
-        carry = initial_carry(run.eval_episodes, ppo.lstm_size)
-        protagonist = jax.tree.map(lambda x: x[0], runner.students.params)
-        return heldout_metrics(rng, student.apply, protagonist, carry, eval_mazes, env_params, run.eval_episodes)
+    def protagonist(runner: RunnerState):
+        return jax.tree.map(lambda x: x[0], runner.students.params)
+
+    # EVAL: the protagonist (student 0)
+    eval_carry = initial_carry(run.eval_episodes, ppo.lstm_size)
+    evaluate_runner = heldout_evaluator(student.apply, protagonist, eval_carry, run, env_params)
 
     def training_levels(runner: RunnerState) -> tuple[Level, dict]:
         """Levels the teacher designs now (no labels)."""
         return design_levels(jax.random.fold_in(runner.rng_eval, -1 - runner.update), runner.teacher)[1], {}
 
     step_seeds, evaluate_seeds = vmap_seeds(step_chunk), jax.vmap(evaluate_runner)
+    init_seeds = map_seeds(init)
     train = driver.whole_run(init_seeds, step_seeds, evaluate_seeds, run)
-    return driver.BatchedOverSeeds(init_seeds, step_seeds, evaluate_seeds, jax.vmap(training_levels), train)
-
-
-def policies(config: Config) -> dict:
-    """The policies a run holds, by name, for `common.evaluate --policy`: each maps a runner state to its
-    parameters. The protagonist is also `student`, the name every other method uses."""
-    students = {name: index for index, name in enumerate(config.student_names)}
-    names = {**students, "student": 0}
-    return {
+    # The policies by name, for `common.evaluate --policy`; the protagonist is also `student`, as in every method.
+    students = {**{name: index for index, name in enumerate(config.student_names)}, "student": 0}
+    policies = {
         name: lambda runner, i=index: jax.tree.map(lambda x: x[:, i], runner.students.params)
-        for name, index in names.items()
+        for name, index in students.items()
     }
+    return BatchedOverSeeds(
+        init=init_seeds,
+        step=step_seeds,
+        evaluate=evaluate_seeds,
+        levels=jax.vmap(training_levels),
+        train=train,
+        student_updates=operator.attrgetter("student_updates"),
+        policies=policies,
+        placement=placement,
+    )
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ Diff against: algos/dr.py.
 """
 
 import functools
+import operator
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,13 +48,14 @@ from common.config import (  # noqa: E402
     POSITIVE,
     Range,
     RunConfig,
+    maze_and_ppo_problems,
     raise_first,
     range_problems,
     run_problems,
 )
-from common.devices import make_placement, vmap_seeds  # noqa: E402
-from common.heldout_eval import heldout_metrics  # noqa: E402
-from envs.heldout import HELDOUT_MAZES  # noqa: E402
+from common.contract import FINITE_METRIC, BatchedOverSeeds, all_finite  # noqa: E402
+from common.devices import make_placement, map_seeds, vmap_seeds  # noqa: E402
+from common.heldout_eval import heldout_evaluator  # noqa: E402
 from envs.levels import sample_dr_level, shortest_path_length, wall_count  # noqa: E402
 from envs.maze import NUM_ACTIONS, EnvParams, Level, Observation, reset_to_level, step_and_restart  # noqa: E402
 
@@ -147,16 +149,7 @@ class Config:
         raise_first(
             [
                 *run_problems(self.run, ppo.num_envs),
-                (
-                    ppo.num_envs % ppo.num_minibatches != 0,
-                    f"--num-envs ({ppo.num_envs}) must be divisible by --num-minibatches ({ppo.num_minibatches})",
-                ),
-                (
-                    env.n_walls > env.maze_size**2 - 2,
-                    f"--n-walls ({env.n_walls}) must leave two cells free for the agent and the goal: at most "
-                    f"{env.maze_size**2 - 2} in a {env.maze_size}x{env.maze_size} maze",
-                ),
-                (env.agent_view_size % 2 == 0, f"--agent-view-size must be odd, got {env.agent_view_size}"),
+                *maze_and_ppo_problems(env, ppo),
                 (
                     self.refresh_interval % self.run.log_interval != 0,
                     f"--refresh-interval ({self.refresh_interval}) must be a multiple of --log-interval "
@@ -174,6 +167,11 @@ class Config:
                 ),
             ]
         )
+
+    @property
+    def schedule_spans_run(self) -> bool:
+        """The learning rate anneals over the run: a resume keeps its length."""
+        return self.ppo.anneal_lr
 
     @property
     def env_steps_per_update(self) -> int:
@@ -479,15 +477,15 @@ def make_optimizer(config: Config):
     return optax.chain(optax.clip_by_global_norm(ppo.max_grad_norm), optax.adam(learning_rate, eps=ppo.adam_eps))
 
 
-def make_train(config: Config) -> driver.BatchedOverSeeds:
+def make_train(config: Config) -> BatchedOverSeeds:
     env, ppo, run = config.env, config.ppo, config.run
     env_params = config.env_params
     network = ActorCritic()
     sample_level = functools.partial(sample_dr_level, height=env.maze_size, width=env.maze_size, n_walls=env.n_walls)
     step_env = jax.vmap(functools.partial(step_and_restart, params=env_params))
     reset_env = jax.vmap(reset_to_level, (None, 0, None))
-    eval_mazes = {name: HELDOUT_MAZES[name] for name in run.eval_mazes}
     placement = make_placement(run, ppo.num_envs)
+    student_params = operator.attrgetter("train_state.params")
     buffer_envs, fresh_envs = config.buffer_envs, ppo.num_envs - config.buffer_envs
 
     def init(rng) -> RunnerState:
@@ -513,11 +511,6 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
             update=jnp.int32(0),
             student_updates=jnp.int32(0),
         )
-
-    def init_seeds(rngs) -> RunnerState:
-        # lax.map, not vmap: a batch of LAPACK QRs (the orthogonal initializer) can deadlock XLA's CPU
-        # thread pool on 2 cores (jaxlib 0.10.2); one seed at a time gives the same values.
-        return jax.lax.map(init, rngs)
 
     def refresh(runner: RunnerState) -> RunnerState:
         # CURRICULUM: score fresh DR levels with the current policy and keep the most learnable as the buffer.
@@ -575,9 +568,7 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
         train_state, ppo_metrics = ppo_update(
             rng_ppo, runner.train_state, network, carry, transitions, advantages, targets, ppo.settings
         )
-        finite = jnp.isfinite(ppo_metrics["ppo/loss"]) & jnp.all(
-            jnp.array([jnp.isfinite(leaf).all() for leaf in jax.tree.leaves(train_state.params)])
-        )
+        finite = all_finite((ppo_metrics["ppo/loss"], train_state.params))
         block = lambda envs: jax.tree.map(lambda x: x[:, envs], transitions)  # noqa: E731
         metrics = {
             **episode_metrics(transitions),
@@ -597,7 +588,7 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
             "sfl/learnable_fraction": runner.learnable_fraction,
             "sfl/scored_success": runner.scored_success,
             "sfl/refreshed_at": runner.refreshed_at.astype(jnp.float32),
-            "health/finite": finite,
+            FINITE_METRIC: finite,
         }
         runner = runner.replace(
             train_state=train_state, rng=rng, update=runner.update + 1, student_updates=runner.student_updates + 1
@@ -610,12 +601,9 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
     def step_seeds(runner: RunnerState):
         return vmap_seeds(step_chunk)(refresh_seeds(runner))
 
-    def evaluate_runner(runner: RunnerState) -> dict:
-        # EVAL
-        rng = jax.random.fold_in(runner.rng_eval, runner.update)
-        carry = initial_carry(run.eval_episodes, ppo.lstm_size)
-        params = runner.train_state.params
-        return heldout_metrics(rng, network.apply, params, carry, eval_mazes, env_params, run.eval_episodes)
+    # EVAL
+    eval_carry = initial_carry(run.eval_episodes, ppo.lstm_size)
+    evaluate_runner = heldout_evaluator(network.apply, student_params, eval_carry, run, env_params)
 
     def training_levels(runner: RunnerState) -> tuple[Level, dict]:
         """The most learnable buffer levels, labelled with their p."""
@@ -623,15 +611,18 @@ def make_train(config: Config) -> driver.BatchedOverSeeds:
         return jax.tree.map(lambda x: x[top], runner.buffer), {"p": runner.success[top]}
 
     evaluate_seeds = jax.vmap(evaluate_runner)
+    init_seeds = map_seeds(init)
     train = driver.whole_run(init_seeds, step_seeds, evaluate_seeds, run)
-    return driver.BatchedOverSeeds(init_seeds, step_seeds, evaluate_seeds, jax.vmap(training_levels), train)
-
-
-# copied from algos/dr.py:policies
-def policies(config: Config) -> dict:
-    """The policies a run holds, by name, for `common.evaluate --policy`: each maps a runner state to its
-    parameters."""
-    return {"student": lambda runner: runner.train_state.params}
+    return BatchedOverSeeds(
+        init=init_seeds,
+        step=step_seeds,
+        evaluate=evaluate_seeds,
+        levels=jax.vmap(training_levels),
+        train=train,
+        student_updates=operator.attrgetter("student_updates"),
+        policies={"student": student_params},
+        placement=placement,
+    )
 
 
 if __name__ == "__main__":

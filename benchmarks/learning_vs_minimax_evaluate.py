@@ -167,7 +167,7 @@ class ParameterSource:
     """Student parameters per checkpoint, loading each file once (a cleanued archive holds every seed)."""
 
     def __init__(self):
-        self.cleanued_runs = {}  # method -> (script module, config, a runner state as the template to load into)
+        self.cleanued_runs = {}  # method -> (its make_train functions, a runner state as the template to load into)
         self.loaded = {}  # path -> (params [seeds, ...] or one student's, student updates per seed or one)
 
     def get(self, checkpoint: Checkpoint):
@@ -183,12 +183,12 @@ class ParameterSource:
             with np.load(checkpoint.path) as data:
                 flat = {key: data[key] for key in data.files}
             return parameter_tree(flat), int(flat["n_updates"])
-        if checkpoint.method not in self.cleanued_runs:  # the script, its config and a runner to shape the rest
-            module, config, runner, _ = load_run(checkpoint.path.parents[2], checkpoint.path)
-            self.cleanued_runs[checkpoint.method] = (module, config, runner)
-        module, config, template = self.cleanued_runs[checkpoint.method]
+        if checkpoint.method not in self.cleanued_runs:  # the script's functions and a runner to shape the rest
+            loaded = load_run(checkpoint.path.parents[2], checkpoint.path)
+            self.cleanued_runs[checkpoint.method] = (loaded.functions, loaded.runner)
+        functions, template = self.cleanued_runs[checkpoint.method]
         runner, _, _ = checkpoints.load(checkpoint.path, template)
-        return module.policies(config)["student"](runner), np.asarray(runner.student_updates)
+        return functions.policies["student"](runner), np.asarray(functions.student_updates(runner))
 
 
 def cpu_seconds() -> float:

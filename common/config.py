@@ -137,6 +137,23 @@ FIXED_RUN_FIELDS = ("seed", "num_seeds")
 length, logging, evaluation, placement) may change on resume."""
 
 
+def maze_and_ppo_problems(env, ppo) -> list[tuple[bool, str]]:
+    """(failed, message) checks every script's `Environment` and `PPO` groups need beyond their ranges."""
+    free_cells = env.maze_size**2 - 2
+    return [
+        (
+            ppo.num_envs % ppo.num_minibatches != 0,
+            f"--num-envs ({ppo.num_envs}) must be divisible by --num-minibatches ({ppo.num_minibatches})",
+        ),
+        (
+            env.n_walls > free_cells,
+            f"--n-walls ({env.n_walls}) must leave two cells free for the agent and the goal: at most "
+            f"{free_cells} in a {env.maze_size}x{env.maze_size} maze",
+        ),
+        (env.agent_view_size % 2 == 0, f"--agent-view-size must be odd, got {env.agent_view_size}"),
+    ]
+
+
 def run_problems(run: RunConfig, num_envs: int) -> list[tuple[bool, str]]:
     """(failed, message) checks of the run settings beyond their ranges, for a script's `Config.__post_init__`."""
     intervals = {
@@ -266,11 +283,11 @@ def with_flags(config, **values):
     return replace(config, "")
 
 
-def resumable_fields(saved: dict) -> set[str]:
-    """Fields a resumed run may change: RunConfig's (but the seeds) unless a learning-rate schedule depends on
-    the run length, which then stays as started."""
+def resumable_fields(schedule_spans_run: bool) -> set[str]:
+    """Fields a resumed run may change: RunConfig's (but the seeds), less the run's length when a schedule spans it
+    (the script's Config declares `schedule_spans_run`, common/contract.py), which then stays as started."""
     names = {field for field in _groups(RunConfig())} - set(FIXED_RUN_FIELDS)
-    if any(value is True for name, value in saved.items() if name.endswith("anneal_lr")):
+    if schedule_spans_run:
         names -= {"total_updates", "total_student_updates"}
     return names
 
@@ -284,9 +301,10 @@ def config_differences(saved: dict, current: dict, may_change: set[str]) -> list
     ]
 
 
-def check_resumable(saved: dict, current: dict, where) -> None:
-    """Raise, listing every differing flag, if `current` differs from `saved` in a field a resume must keep."""
-    differing = config_differences(saved, current, resumable_fields(saved))
+def check_resumable(saved: dict, config, where) -> None:
+    """Raise, listing every differing flag, if `config` differs from the `saved` flags in a field a resume must
+    keep."""
+    differing = config_differences(saved, flags_of(config), resumable_fields(config.schedule_spans_run))
     if differing:
         raise ConfigError(f"cannot resume {where}: the config differs in {'; '.join(differing)}")
 

@@ -12,6 +12,7 @@ Several hosts run the same command with `--coordinator-address host:port --num-p
 all processes form one mesh, and only process 0 writes logs, images and checkpoints.
 """
 
+import functools
 import os
 from dataclasses import dataclass
 
@@ -132,6 +133,13 @@ def vmap_seeds(function):
         return jax.tree.map(lambda leaf: leaf[None], function(jax.tree.map(lambda leaf: leaf[0], tree)))
 
     return over_seeds
+
+
+def map_seeds(init):
+    """`init` (one seed's rng -> runner state) over a batch of rngs, one seed at a time. lax.map, not vmap: a
+    batch of LAPACK QRs (the orthogonal initializer) can deadlock XLA's CPU thread pool on 2 cores (jaxlib
+    0.10.2); one seed at a time gives the same values."""
+    return functools.partial(jax.lax.map, init)
 
 
 def make_placement(run, num_envs: int) -> Placement:

@@ -13,6 +13,8 @@ interval, and every interval and --total-updates is a multiple of --log-interval
 multiple of --log-interval too (otherwise it is refused before compiling, naming the values that work), and a
 resume that a stop criterion already ends trains nothing.
 
+What the driver needs from a script (a `common.contract.BatchedOverSeeds` from `make_train`, a few declared
+values on its `Config`) is written down in common/contract.py and checked before anything compiles.
 `whole_run` is the same schedule as one pure function, for `BatchedOverSeeds.train`.
 """
 
@@ -22,14 +24,14 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
 
 import jax
 import numpy as np
 
 from common.checkpoint import Checkpoints, sweep_temporary_files
 from common.config import check_resumable, flags_of, log_intervals_resuming_at, parse_command_line, summary
-from common.devices import initialize_distributed, make_placement
+from common.contract import FINITE_METRIC, BatchedOverSeeds, check_config, check_functions
+from common.devices import initialize_distributed
 from common.errors import ConfigError
 from common.runs import (
     RunLog,
@@ -43,18 +45,6 @@ from common.runs import (
     stop_reason,
 )
 from envs.render import render_grid, save_png
-
-
-class BatchedOverSeeds(NamedTuple):
-    """What a script's `make_train(config)` returns. Every function takes and returns all seeds at once: each
-    leaf of the runner state, of the metrics and of the levels has a leading [num_seeds] axis."""
-
-    init: Callable  # rngs [S] -> runner state
-    step: Callable  # runner state -> (runner state, metrics {key: [S, log_interval]}): one chunk of updates
-    evaluate: Callable  # runner state -> held-out metrics {key: [S]}
-    levels: Callable  # runner state -> (Level [S, n], {label: [S, n]}): the levels the pictures show, and numbers
-    # to write under each (a replay buffer's scores, say; may be empty)
-    train: Callable  # rngs [S] -> (runner state, (metrics, eval metrics)): the whole run, pure
 
 
 def whole_run(init: Callable, step: Callable, evaluate: Callable, run) -> Callable:
@@ -94,38 +84,39 @@ def run(config, make_train: Callable, script: str, headline: tuple[str, ...]) ->
     """Train `config` with the functions of `make_train(config)` (a BatchedOverSeeds), writing the run folder
     as process 0, which holds the folder's lock until this returns or the process ends; `headline` names the
     metrics on the progress line. Returns the run folder."""
+    check_config(config, script)
     settings = config.run
     # Ctrl+C and SIGTERM are caught from before config.json is written, so a stop at any moment leaves a folder
     # with a checkpoint (`train` saves the initial state of a run stopped before its first chunk).
     with StopSignal() as stop_signal:
         initialize_distributed(settings.devices)
-        placement = make_placement(settings, config.ppo.num_envs)
-        if not placement.is_main_process:  # in a multi-host run only process 0 writes files
+        functions = check_functions(make_train(config), script)
+        if not functions.placement.is_main_process:  # in a multi-host run only process 0 writes files
             run_dir = Path(settings.runs_dir) / settings.run_name
-            return train(config, make_train, headline, placement, run_dir, stop_signal, script)
+            return train(config, functions, headline, run_dir, stop_signal, script)
         folder = open_run_folder(config, script)
         try:
-            return train(config, make_train, headline, placement, folder.path, stop_signal, script)
+            return train(config, functions, headline, folder.path, stop_signal, script)
         finally:
             os.close(folder.lock)
 
 
 def train(
-    config, make_train: Callable, headline: tuple[str, ...], placement, run_dir: Path, stop_signal, script: str
+    config, functions: BatchedOverSeeds, headline: tuple[str, ...], run_dir: Path, stop_signal, script: str
 ) -> Path:
     """The body of `run`, once the run folder is held (by process 0, the only one that writes) and a new run's
     config.json is written."""
-    settings = config.run
+    settings, placement = config.run, functions.placement
     writer = placement.is_main_process
-    functions = make_train(config)
     init = jax.jit(functions.init)
     rngs = jax.random.split(jax.random.key(settings.seed), settings.num_seeds)
     checkpoints = Checkpoints(run_dir, settings.keep_checkpoints, settings.archive_interval, flags_of(config))
     previous_log, wall_offset = None, 0.0
     if settings.resume:
         runner, update, saved, path = checkpoints.restore(jax.eval_shape(init, rngs))
-        check_resumable(saved, flags_of(config), f"from {path}, a checkpoint saved with another config")
-        env_steps, student_updates = update * config.env_steps_per_update, int(np.min(runner.student_updates))
+        check_resumable(saved, config, f"from {path}, a checkpoint saved with another config")
+        env_steps = update * config.env_steps_per_update
+        student_updates = int(np.min(functions.student_updates(runner)))
         reached = stop_reason(settings, update, env_steps, 0.0, student_updates)
         if reached:
             print(f"{run_dir} is at update {update} and has {reached}: nothing to train", file=sys.stderr)
@@ -152,17 +143,19 @@ def train(
             return run_dir
         print(f"compiling: a chunk of {settings.log_interval} updates, evaluation and pictures...", file=sys.stderr)
         step_chunk = compile_timed("training chunk", placement.jit(functions.step), runner)
+        if FINITE_METRIC not in step_chunk.out_info[1]:
+            raise ConfigError(f"{script} breaks the driver contract: its step's metrics have no {FINITE_METRIC}")
         evaluate, eval_keys = None, []
         if settings.eval_interval:
             evaluate = compile_timed("evaluation", placement.jit(functions.evaluate), runner)
             eval_keys = list(evaluate.out_info)
         training_levels = placement.jit(functions.levels)
-        metric_keys = [key for key in step_chunk.out_info[1] if key != "health/finite"]
+        metric_keys = [key for key in step_chunk.out_info[1] if key != FINITE_METRIC]
         headline = (*headline, *(key for key in eval_keys if "solve_rate" in key))
         log = RunLog(config, run_dir, metric_keys + eval_keys, update, headline, previous_log) if writer else None
         saved_update = update if settings.resume else None
         started = time.perf_counter()
-        student_updates = placement.to_host(runner.student_updates)
+        student_updates = placement.to_host(functions.student_updates(runner))
         while True:
             elapsed, env_steps = time.perf_counter() - started, update * config.env_steps_per_update
             reason = stop_reason(settings, update, env_steps, elapsed, int(student_updates.min()))
@@ -176,7 +169,7 @@ def train(
             metrics = placement.to_host(metrics)  # blocks: the timing below is true
             chunk_env_steps = settings.log_interval * config.env_steps_per_update * settings.num_seeds
             env_steps_per_s = chunk_env_steps / (time.perf_counter() - chunk_started)
-            finite = metrics.pop("health/finite").all(axis=1)
+            finite = metrics.pop(FINITE_METRIC).all(axis=1)
             if not finite.all():
                 updates, seeds = f"{update + 1}-{update + settings.log_interval}", np.flatnonzero(~finite).tolist()
                 raise SystemExit(
@@ -184,7 +177,7 @@ def train(
                     f"last good checkpoint: {checkpoints.newest() or 'none'}"
                 )
             runner, update = next_runner, update + settings.log_interval
-            student_updates = placement.to_host(runner.student_updates)
+            student_updates = placement.to_host(functions.student_updates(runner))
             wall_time = wall_offset + time.perf_counter() - started
             env_steps = update * config.env_steps_per_update
             rows = chunk_rows(metrics, update, env_steps, wall_time, env_steps_per_s, student_updates)

@@ -31,7 +31,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 import jax
 import numpy as np
@@ -53,6 +53,7 @@ from common.config import (  # noqa: E402
     read_saved_config,
     with_flags,
 )
+from common.contract import BatchedOverSeeds, check_functions  # noqa: E402
 from common.errors import ConfigError  # noqa: E402
 from common.heldout_eval import evaluate_policy, play_levels  # noqa: E402
 from common.provenance import REPO_ROOT  # noqa: E402
@@ -136,8 +137,16 @@ def load_script(script: str):
     return module
 
 
-def load_run(run_dir: Path, checkpoint: Path | None):
-    """(script module, its Config, restored runner state for all seeds, update)."""
+class LoadedRun(NamedTuple):
+    module: object  # the algos/ script that trained the run
+    config: object  # its Config, as saved
+    functions: BatchedOverSeeds  # what its make_train(config) returns (the policies it holds)
+    runner: object  # restored runner state, leaves [num_seeds, ...]
+    update: int
+
+
+def load_run(run_dir: Path, checkpoint: Path | None) -> LoadedRun:
+    """The run's script, config, functions and restored runner state (`checkpoint`, else the newest)."""
     problem = absent_folder_problem(run_dir)
     if problem:
         raise ConfigError(f"cannot evaluate {run_dir}: {problem}")
@@ -147,12 +156,13 @@ def load_run(run_dir: Path, checkpoint: Path | None):
     if checkpoint is not None and not checkpoint.is_file():
         raise ConfigError(f"--checkpoint {checkpoint} does not exist")
     rngs = jax.random.split(jax.random.key(config.run.seed), config.run.num_seeds)
-    template = jax.eval_shape(module.make_train(config).init, rngs)
+    functions = check_functions(module.make_train(config), saved["script"])
+    template = jax.eval_shape(functions.init, rngs)
     if checkpoint is not None:
         runner, update, _ = load(checkpoint, template)
     else:
         runner, update = load_newest(run_dir, template)
-    return module, config, runner, update
+    return LoadedRun(module, config, functions, runner, update)
 
 
 def load_newest(run_dir: Path, template) -> tuple[object, int]:
@@ -238,8 +248,8 @@ def risk_win_rates(args: Args, rng, module, network, params, config, levels) -> 
 
 
 def main(args: Args) -> None:
-    module, config, runner, update = load_run(args.run_dir, args.checkpoint)
-    policies = module.policies(config)
+    module, config, functions, runner, update = load_run(args.run_dir, args.checkpoint)
+    policies = functions.policies
     if args.policy not in policies:
         method = module.__name__.removeprefix("cleanued_")
         raise ConfigError(f"unknown --policy {args.policy!r} for this {method} run; choose from {', '.join(policies)}")

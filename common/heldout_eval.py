@@ -11,7 +11,7 @@ import distrax
 import jax
 import jax.numpy as jnp
 
-from envs.heldout import HeldoutMaze
+from envs.heldout import HELDOUT_MAZES, HeldoutMaze
 from envs.maze import EnvParams, Level, Observation, reset_to_level, step
 
 
@@ -90,3 +90,17 @@ def heldout_metrics(
         metrics[f"eval/solve_rate/{name}"] = (returns > 0).mean()
         metrics[f"eval/return/{name}"] = returns.mean()
     return metrics
+
+
+def heldout_evaluator(apply: Callable, params_of: Callable, carry, run, env_params: EnvParams) -> Callable:
+    """A script's one-seed `evaluate(runner)`: `heldout_metrics` of `params_of(runner)` with --eval-episodes
+    attempts on each of --eval-mazes (`run`: a common.config.RunConfig; `carry`: the network's initial carry for
+    that many envs). Keys are folded from the runner's fixed `rng_eval` with its `update`, so evaluating never
+    changes training."""
+    mazes = {name: HELDOUT_MAZES[name] for name in run.eval_mazes}
+
+    def evaluate(runner) -> dict:
+        rng = jax.random.fold_in(runner.rng_eval, runner.update)
+        return heldout_metrics(rng, apply, params_of(runner), carry, mazes, env_params, run.eval_episodes)
+
+    return evaluate

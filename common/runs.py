@@ -96,7 +96,7 @@ def open_run_folder(config, script: str) -> RunFolder:
     if run.resume:
         saved = read_config_to_resume(run_dir)
         check_same_script(saved, script, run_dir)
-        check_resumable(saved["config"], flags_of(config), run_dir)
+        check_resumable(saved["config"], config, run_dir)
         lock = lock_run_folder(run_dir)
         if not list_checkpoints(run_dir / "checkpoints"):
             os.close(lock)

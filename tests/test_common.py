@@ -8,8 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from algos import dr, paired, sfl
 from common import checkpoint
-from common.config import check_resumable
+from common.config import check_resumable, flags_of, with_flags
 from common.errors import ConfigError
 from common.evaluate import describe, mean_and_interval
 from common.runs import CsvLog, chunk_rows, read_log, stop_reason
@@ -53,17 +54,28 @@ def test_csv_log_drops_rows_past_the_checkpoint_on_resume(tmp_path):
 
 
 def test_resume_rules_list_every_differing_flag():
-    saved = {"lr": 1e-4, "total_updates": 100, "log_interval": 10, "num_envs": 32, "seed": 0, "anneal_lr": False}
-    check_resumable(saved, {**saved, "total_updates": 500, "log_interval": 5, "num_devices": 2}, "run")
+    started = with_flags(dr.Config(), total_updates=100, log_interval=10, lr=1e-4, num_envs=32, seed=0)
+    saved = flags_of(started)
+    check_resumable(saved, with_flags(started, total_updates=500, log_interval=5, num_devices=2), "run")
     with pytest.raises(ConfigError) as error:
-        check_resumable(saved, {**saved, "num_envs": 16, "lr": 3e-4, "seed": 1, "total_updates": 500}, "run")
+        check_resumable(saved, with_flags(started, num_envs=16, lr=3e-4, seed=1, total_updates=500), "run")
     assert str(error.value) == (
         "cannot resume run: the config differs in --lr: saved 0.0001, now 0.0003; --num-envs: saved 32, now 16; "
         "--seed: saved 0, now 1"
     )
-    annealed = {**saved, "anneal_lr": True}
+
+
+@pytest.mark.parametrize(
+    ("module", "schedule"), [(dr, {"anneal_lr": True}), (paired, {"teacher_anneal_lr": True}), (sfl, {})]
+)
+def test_a_schedule_over_the_run_fixes_its_length_on_resume(module, schedule):
+    started = with_flags(module.Config(), total_updates=100, log_interval=10, **schedule)
+    assert started.schedule_spans_run
     with pytest.raises(ConfigError, match="--total-updates: saved 100, now 500"):
-        check_resumable(annealed, {**annealed, "total_updates": 500}, "run")
+        check_resumable(flags_of(started), with_flags(started, total_updates=500), "run")
+    unscheduled = with_flags(started, **{"anneal_lr": False, **{name: False for name in schedule}})
+    assert not unscheduled.schedule_spans_run
+    check_resumable(flags_of(unscheduled), with_flags(unscheduled, total_updates=500), "run")
 
 
 def test_stop_reasons():

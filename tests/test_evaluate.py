@@ -72,7 +72,7 @@ def test_a_checkpoint_pruned_while_it_is_read_is_replaced_by_the_next_newest(tmp
         return read_payload(path)
 
     monkeypatch.setattr(checkpoint, "_read_payload", training_goes_on)
-    _, _, _, update = load_run(run_dir, None)
+    update = load_run(run_dir, None).update
     assert reads[0] == "update_00000004.msgpack" and update == 8, reads
 
 

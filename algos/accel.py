@@ -452,6 +452,7 @@ def level_scores(
     return scores, level_buffer.LevelHistory(max_returns, episodes, successes)
 
 
+# copied from algos/plr.py:select
 def select(condition: jax.Array, on_true, on_false):
     return jax.tree.map(lambda a, b: jnp.where(condition, a, b), on_true, on_false)
 

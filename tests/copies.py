@@ -155,3 +155,21 @@ def unexplained_lines(base: Path, variant: Path, topic: re.Pattern, renames: lis
             if not (base_layout.explains(index, topic) or similar or extended or line in renamed_added):
                 problems.append(f"{base.name} line {index + 1} (removed): {line.strip()}")
     return problems
+
+
+def unmarked_copies(paths: list[Path]) -> list[str]:
+    """Messages for top-level definitions that equal one of the same name in another of `paths` with neither
+    carrying a copy marker: of a group of identical definitions, only the source may go unmarked. A script's
+    settings classes (CONFIG_GROUPS) are its own and exempt."""
+    groups: dict[tuple[str, str], list[tuple[str, bool]]] = {}
+    for path in paths:
+        marked = {name for name, _, _ in marked_copies(path)}
+        for name, source in top_level_sources(path).items():
+            if name not in CONFIG_GROUPS:
+                groups.setdefault((name, source), []).append((path.name, name in marked))
+    problems = []
+    for (name, _), holders in groups.items():
+        unmarked = [file for file, is_marked in holders if not is_marked]
+        if len(holders) > 1 and len(unmarked) > 1:
+            problems.append(f"{name} is the same in {', '.join(unmarked)} with no `# copied from` marker on the copies")
+    return problems

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.copies import drifted_copies, marked_copies, unexplained_lines
+from tests.copies import drifted_copies, marked_copies, unexplained_lines, unmarked_copies
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MUTATION = re.compile(r"mutat|mutant|num_edits")
@@ -20,6 +20,23 @@ SIBLINGS = {
 @pytest.mark.parametrize("path", sorted((REPO_ROOT / "algos").glob("*.py")), ids=lambda p: p.name)
 def test_marked_copies_equal_their_source(path):
     assert drifted_copies(path, REPO_ROOT) == []
+
+
+def test_every_copy_is_marked():
+    assert unmarked_copies(sorted((REPO_ROOT / "algos").glob("*.py"))) == []
+
+
+def test_checker_finds_unmarked_copies(tmp_path):
+    helper = "def helper(x):\n    return x + 1\n"
+    config = "class Config:\n    lr: float = 1e-4\n"
+    (tmp_path / "base.py").write_text(helper + "\n\n" + config)
+    (tmp_path / "marked.py").write_text("# copied from algos/base.py:helper\n" + helper + "\n\n" + config)
+    (tmp_path / "unmarked.py").write_text(helper + "\n\n" + config)
+    paths = [tmp_path / name for name in ("base.py", "marked.py")]
+    assert unmarked_copies(paths) == []
+    assert unmarked_copies([*paths, tmp_path / "unmarked.py"]) == [
+        "helper is the same in base.py, unmarked.py with no `# copied from` marker on the copies"
+    ]
 
 
 def test_checker_finds_copies_and_drift(tmp_path):

@@ -82,7 +82,7 @@ FUNCTION_PIECES = {
 """The callable `BatchedOverSeeds` members and what each maps, for the error that names a missing one."""
 
 
-def check_config(config, script: str) -> None:
+def check_config(config: ScriptConfig, script: str) -> None:
     """Raise a one-line ConfigError naming the first `ScriptConfig` piece `config` lacks or gets wrong."""
     for name, meaning in CONFIG_PIECES.items():
         if not hasattr(config, name):

@@ -30,7 +30,7 @@ import numpy as np
 
 from common.checkpoint import Checkpoints, sweep_temporary_files
 from common.config import check_resumable, flags_of, log_intervals_resuming_at, parse_command_line, summary
-from common.contract import FINITE_METRIC, BatchedOverSeeds, check_config, check_functions
+from common.contract import FINITE_METRIC, BatchedOverSeeds, ScriptConfig, check_config, check_functions
 from common.devices import initialize_distributed
 from common.errors import ConfigError
 from common.runs import (
@@ -80,7 +80,7 @@ def main(config_class, make_train: Callable, docstring: str, script_file: str, h
         run(config, make_train, script, headline)
 
 
-def run(config, make_train: Callable, script: str, headline: tuple[str, ...]) -> Path:
+def run(config: ScriptConfig, make_train: Callable, script: str, headline: tuple[str, ...]) -> Path:
     """Train `config` with the functions of `make_train(config)` (a BatchedOverSeeds), writing the run folder
     as process 0, which holds the folder's lock until this returns or the process ends; `headline` names the
     metrics on the progress line. Returns the run folder."""
@@ -102,7 +102,12 @@ def run(config, make_train: Callable, script: str, headline: tuple[str, ...]) ->
 
 
 def train(
-    config, functions: BatchedOverSeeds, headline: tuple[str, ...], run_dir: Path, stop_signal, script: str
+    config: ScriptConfig,
+    functions: BatchedOverSeeds,
+    headline: tuple[str, ...],
+    run_dir: Path,
+    stop_signal,
+    script: str,
 ) -> Path:
     """The body of `run`, once the run folder is held (by process 0, the only one that writes) and a new run's
     config.json is written."""

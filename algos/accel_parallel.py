@@ -54,9 +54,9 @@ from common.config import (  # noqa: E402
     run_problems,
 )
 from common.contract import FINITE_METRIC, BatchedOverSeeds, all_finite  # noqa: E402
-from common.devices import make_placement, map_seeds, vmap_seeds  # noqa: E402
+from common.devices import make_placement, map_seeds, scan_unroll, vmap_seeds  # noqa: E402
 from common.heldout_eval import heldout_evaluator  # noqa: E402
-from envs.levels import mutate_level, optimal_return, sample_dr_level, shortest_path_length, wall_count  # noqa: E402
+from envs.levels import mutate_level, optimal_steps, sample_dr_level, shortest_path_length, wall_count  # noqa: E402
 from envs.maze import NUM_ACTIONS, EnvParams, Level, Observation, reset_to_level, step_and_restart  # noqa: E402
 
 
@@ -220,12 +220,11 @@ class Conv3x3(nn.Module):
         return jnp.concatenate(patches, -1) @ kernel.reshape(-1, self.features) + bias
 
 
-# copied from algos/dr.py:ScannedLSTM
-class ScannedLSTM(nn.Module):
-    """An LSTM over the time axis whose carry is zeroed where the previous step ended an episode. Input and
-    recurrent kernels start orthogonal, as minimax's (`models/common.py:ScannedRNN`)."""
+# copied from algos/dr.py:LSTMStep
+class LSTMStep(nn.Module):
+    """One LSTM step whose carry is zeroed where the previous step ended an episode. Input and recurrent kernels
+    start orthogonal, as minimax's (`models/common.py:ScannedRNN`)."""
 
-    @functools.partial(nn.scan, variable_broadcast="params", in_axes=0, out_axes=0, split_rngs={"params": False})
     @nn.compact
     def __call__(self, carry, inputs):
         features, reset = inputs
@@ -235,19 +234,30 @@ class ScannedLSTM(nn.Module):
         return cell(carry, features)
 
 
+# copied from algos/dr.py:scanned_lstm
+def scanned_lstm(unroll: int) -> nn.Module:
+    """`LSTMStep` over the time axis, `unroll` steps per loop iteration. Named as the parameters of earlier
+    checkpoints are (`ScannedLSTM_0`)."""
+    scan = nn.scan(
+        LSTMStep, variable_broadcast="params", in_axes=0, out_axes=0, split_rngs={"params": False}, unroll=unroll
+    )
+    return scan(name="ScannedLSTM_0")
+
+
 # copied from algos/dr.py:ActorCritic
 class ActorCritic(nn.Module):
     """The student (docs/methods.md): 3x3 conv (16) on the view + direction embedding (4 -> 5) -> LSTM -> policy and
     value heads Dense(32)+tanh. About 433k parameters at lstm_size 256."""
 
     num_actions: int = NUM_ACTIONS
+    unroll: int = 1  # time steps per iteration of the LSTM's scan (--unroll)
 
     @nn.compact
     def __call__(self, carry, obs: Observation, reset: jax.Array):  # obs leaves [T, B, ...], reset [T, B]
         image = Conv3x3(16)(obs.image)
         image = nn.relu(image).reshape(*image.shape[:-3], -1)  # [T, B, 144]
         direction = nn.Embed(4, 5, embedding_init=nn.initializers.orthogonal())(obs.agent_dir)  # [T, B, 5]
-        carry, hidden = ScannedLSTM()(carry, (jnp.concatenate([image, direction], -1), reset))
+        carry, hidden = scanned_lstm(self.unroll)(carry, (jnp.concatenate([image, direction], -1), reset))
 
         def head(outputs: int, last_init):
             layer = nn.Dense(32, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(hidden)
@@ -300,8 +310,9 @@ def add_time_axis(tree):
 
 
 # copied from algos/dr.py:rollout
-def rollout(rng, network, params, start: RolloutState, step_env, num_steps) -> tuple[Transition, RolloutState]:
-    """`num_steps` policy steps in every env; returns the transitions and the state after the last step."""
+def rollout(rng, network, params, start: RolloutState, step_env, num_steps, unroll) -> tuple[Transition, RolloutState]:
+    """`num_steps` policy steps in every env, `unroll` per loop iteration; returns the transitions and the state
+    after the last step."""
 
     def one_step(state: RolloutState, rng_step):
         obs, env_state, carry, reset = state
@@ -316,7 +327,7 @@ def rollout(rng, network, params, start: RolloutState, step_env, num_steps) -> t
         transition = Transition(obs, reset, action, log_prob, value, reward, done)
         return RolloutState(next_obs, env_state, next_carry, done), transition
 
-    end, transitions = jax.lax.scan(one_step, start, jax.random.split(rng, num_steps))
+    end, transitions = jax.lax.scan(one_step, start, jax.random.split(rng, num_steps), unroll=unroll)
     return transitions, end
 
 
@@ -444,8 +455,8 @@ def level_scores(
     if score_function == "learnability":
         scores = ued_scores.learnability(episodes, successes)
     elif score_function == "true_regret":
-        optimal = jax.vmap(optimal_return, (0, None))(levels, max_steps)
-        scores = jax.vmap(ued_scores.true_regret)(rewards, dones, optimal)
+        steps = jax.vmap(functools.partial(optimal_steps, limit=max_steps))(levels)
+        scores = jax.vmap(ued_scores.true_regret, (0, 0, 0, None))(rewards, dones, steps, max_steps)
     else:
         value_loss = ued_scores.positive_value_loss if score_function == "pvl" else ued_scores.l1_value_loss
         scores = jax.vmap(value_loss)(advantages, dones)
@@ -503,7 +514,8 @@ def make_optimizer(config: Config):
 def make_train(config: Config) -> BatchedOverSeeds:
     env, ppo, run = config.env, config.ppo, config.run
     env_params = config.env_params
-    network = ActorCritic()
+    unroll = scan_unroll(run.devices)
+    network = ActorCritic(unroll=unroll)
     sample_level = functools.partial(sample_dr_level, height=env.maze_size, width=env.maze_size, n_walls=env.n_walls)
     step_env = jax.vmap(functools.partial(step_and_restart, params=env_params))
     reset_env = jax.vmap(reset_to_level, (None, 0, None))
@@ -560,7 +572,7 @@ def make_train(config: Config) -> BatchedOverSeeds:
         carry = initial_carry(num_blocks * num_envs, ppo.lstm_size)
         # ROLLOUT
         start = placement.split_envs(RolloutState(obs, env_state, carry, reset=jnp.ones(num_blocks * num_envs, bool)))
-        transitions, end = rollout(rng_rollout, network, params, start, step_env, ppo.num_steps)
+        transitions, end = rollout(rng_rollout, network, params, start, step_env, ppo.num_steps, unroll)
         # ADVANTAGES
         _, _, last_value = network.apply(params, end.carry, add_time_axis(end.obs), end.reset[None])
         advantages, targets = compute_gae(transitions, last_value[0], ppo.gamma, ppo.gae_lambda)

@@ -51,7 +51,7 @@ from common.config import (  # noqa: E402
     run_problems,
 )
 from common.contract import FINITE_METRIC, BatchedOverSeeds, all_finite  # noqa: E402
-from common.devices import make_placement, map_seeds, vmap_seeds  # noqa: E402
+from common.devices import make_placement, map_seeds, scan_unroll, vmap_seeds  # noqa: E402
 from common.heldout_eval import heldout_evaluator  # noqa: E402
 from envs import teacher  # noqa: E402
 from envs.levels import sample_empty_level, shortest_path_length, wall_count  # noqa: E402
@@ -218,12 +218,11 @@ class Conv3x3(nn.Module):
         return jnp.concatenate(patches, -1) @ kernel.reshape(-1, self.features) + bias
 
 
-# copied from algos/dr.py:ScannedLSTM
-class ScannedLSTM(nn.Module):
-    """An LSTM over the time axis whose carry is zeroed where the previous step ended an episode. Input and
-    recurrent kernels start orthogonal, as minimax's (`models/common.py:ScannedRNN`)."""
+# copied from algos/dr.py:LSTMStep
+class LSTMStep(nn.Module):
+    """One LSTM step whose carry is zeroed where the previous step ended an episode. Input and recurrent kernels
+    start orthogonal, as minimax's (`models/common.py:ScannedRNN`)."""
 
-    @functools.partial(nn.scan, variable_broadcast="params", in_axes=0, out_axes=0, split_rngs={"params": False})
     @nn.compact
     def __call__(self, carry, inputs):
         features, reset = inputs
@@ -233,19 +232,30 @@ class ScannedLSTM(nn.Module):
         return cell(carry, features)
 
 
+# copied from algos/dr.py:scanned_lstm
+def scanned_lstm(unroll: int) -> nn.Module:
+    """`LSTMStep` over the time axis, `unroll` steps per loop iteration. Named as the parameters of earlier
+    checkpoints are (`ScannedLSTM_0`)."""
+    scan = nn.scan(
+        LSTMStep, variable_broadcast="params", in_axes=0, out_axes=0, split_rngs={"params": False}, unroll=unroll
+    )
+    return scan(name="ScannedLSTM_0")
+
+
 # copied from algos/dr.py:ActorCritic
 class ActorCritic(nn.Module):
     """The student (docs/methods.md): 3x3 conv (16) on the view + direction embedding (4 -> 5) -> LSTM -> policy and
     value heads Dense(32)+tanh. About 433k parameters at lstm_size 256."""
 
     num_actions: int = NUM_ACTIONS
+    unroll: int = 1  # time steps per iteration of the LSTM's scan (--unroll)
 
     @nn.compact
     def __call__(self, carry, obs: Observation, reset: jax.Array):  # obs leaves [T, B, ...], reset [T, B]
         image = Conv3x3(16)(obs.image)
         image = nn.relu(image).reshape(*image.shape[:-3], -1)  # [T, B, 144]
         direction = nn.Embed(4, 5, embedding_init=nn.initializers.orthogonal())(obs.agent_dir)  # [T, B, 5]
-        carry, hidden = ScannedLSTM()(carry, (jnp.concatenate([image, direction], -1), reset))
+        carry, hidden = scanned_lstm(self.unroll)(carry, (jnp.concatenate([image, direction], -1), reset))
 
         def head(outputs: int, last_init):
             layer = nn.Dense(32, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(hidden)
@@ -263,17 +273,27 @@ class HoistedLSTM(nn.Module):
     21,692-wide input would otherwise re-read its 89 MB weight at every one of the 62 steps."""
 
     features: int
+    unroll: int = 1  # time steps per iteration of the scan (--unroll)
 
     @nn.compact
     def __call__(self, carry, inputs: jax.Array, reset: jax.Array):  # inputs [T, B, D], reset [T, B]
         projected = nn.Dense(4 * self.features, kernel_init=nn.initializers.lecun_normal())(inputs)  # [T, B, 4H]
-        return RecurrentGates(self.features)(carry, (projected, reset))
+        scan = nn.scan(
+            RecurrentGates,
+            variable_broadcast="params",
+            in_axes=0,
+            out_axes=0,
+            split_rngs={"params": False},
+            unroll=self.unroll,
+        )
+        return scan(self.features, name="RecurrentGates_0")(carry, (projected, reset))
 
 
 class RecurrentGates(nn.Module):
+    """One step of `HoistedLSTM`'s recurrence, its input projection given."""
+
     features: int
 
-    @functools.partial(nn.scan, variable_broadcast="params", in_axes=0, out_axes=0, split_rngs={"params": False})
     @nn.compact
     def __call__(self, carry, inputs):
         projected, reset = inputs
@@ -294,6 +314,7 @@ class TeacherNetwork(nn.Module):
     num_actions: int
     episode_steps: int
     conv_filters: int = 128
+    unroll: int = 1  # time steps per iteration of the LSTM's scan (--unroll)
 
     @nn.compact
     def __call__(self, carry, obs: teacher.TeacherObservation, reset: jax.Array):  # leaves [T, B, ...]
@@ -301,7 +322,7 @@ class TeacherNetwork(nn.Module):
         image = nn.relu(image).reshape(*image.shape[:-3], -1)
         step_embedding = nn.Embed(self.episode_steps + 1, 10)(obs.time)
         features = jnp.concatenate([image, step_embedding, obs.noise], -1)
-        carry, hidden = HoistedLSTM(carry[0].shape[-1])(carry, features, reset)
+        carry, hidden = HoistedLSTM(carry[0].shape[-1], self.unroll)(carry, features, reset)
 
         def head(outputs: int, scale: float):
             layer = nn.Dense(32, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(hidden)
@@ -350,8 +371,9 @@ def add_time_axis(tree):
 
 
 # copied from algos/dr.py:rollout
-def rollout(rng, network, params, start: RolloutState, step_env, num_steps) -> tuple[Transition, RolloutState]:
-    """`num_steps` policy steps in every env; returns the transitions and the state after the last step."""
+def rollout(rng, network, params, start: RolloutState, step_env, num_steps, unroll) -> tuple[Transition, RolloutState]:
+    """`num_steps` policy steps in every env, `unroll` per loop iteration; returns the transitions and the state
+    after the last step."""
 
     def one_step(state: RolloutState, rng_step):
         obs, env_state, carry, reset = state
@@ -366,7 +388,7 @@ def rollout(rng, network, params, start: RolloutState, step_env, num_steps) -> t
         transition = Transition(obs, reset, action, log_prob, value, reward, done)
         return RolloutState(next_obs, env_state, next_carry, done), transition
 
-    end, transitions = jax.lax.scan(one_step, start, jax.random.split(rng, num_steps))
+    end, transitions = jax.lax.scan(one_step, start, jax.random.split(rng, num_steps), unroll=unroll)
     return transitions, end
 
 
@@ -493,8 +515,11 @@ def make_optimizer(lr: float, anneal: bool, config: Config):
 def make_train(config: Config) -> BatchedOverSeeds:
     env, ppo, run = config.env, config.ppo, config.run
     env_params, teacher_params = config.env_params, config.teacher_params
-    student = ActorCritic()
-    designer = TeacherNetwork(teacher_params.num_actions, teacher_params.episode_steps, config.teacher_conv_filters)
+    unroll = scan_unroll(run.devices)
+    student = ActorCritic(unroll=unroll)
+    designer = TeacherNetwork(
+        teacher_params.num_actions, teacher_params.episode_steps, config.teacher_conv_filters, unroll
+    )
     step_student_env = jax.vmap(functools.partial(step_and_restart, params=env_params))
     reset_env = jax.vmap(reset_to_level, (None, 0, None))
     score_levels = UED_SCORES[config.ued_score]
@@ -546,7 +571,7 @@ def make_train(config: Config) -> BatchedOverSeeds:
             )
         )
         transitions, end = rollout(
-            rng_design, designer, teacher_state.params, start, step_teacher_env, teacher_params.episode_steps
+            rng_design, designer, teacher_state.params, start, step_teacher_env, teacher_params.episode_steps, unroll
         )
         return transitions, jax.vmap(teacher.to_level)(end.env_state)
 
@@ -557,7 +582,7 @@ def make_train(config: Config) -> BatchedOverSeeds:
         obs, env_state = reset_env(rng_rollout, levels, env_params)
         carry = initial_carry(ppo.num_envs, ppo.lstm_size)
         start = placement.split_envs(RolloutState(obs, env_state, carry, reset=jnp.ones(ppo.num_envs, bool)))
-        transitions, end = rollout(rng_rollout, student, params, start, step_student_env, ppo.num_steps)
+        transitions, end = rollout(rng_rollout, student, params, start, step_student_env, ppo.num_steps, unroll)
         _, _, last_value = student.apply(params, end.carry, add_time_axis(end.obs), end.reset[None])
         advantages, targets = compute_gae(transitions, last_value[0], ppo.gamma, ppo.gae_lambda)
         student_state, ppo_metrics = ppo_update(

@@ -40,7 +40,7 @@ from tyro.conf import OmitArgPrefixes
 # SCAFFOLDING: put the repo root on sys.path so `python algos/sfl.py` can import envs and common.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import driver  # noqa: E402
+from common import driver, ued_scores  # noqa: E402
 from common.config import (  # noqa: E402
     AT_LEAST_ONE,
     FRACTION,
@@ -54,7 +54,7 @@ from common.config import (  # noqa: E402
     run_problems,
 )
 from common.contract import FINITE_METRIC, BatchedOverSeeds, all_finite  # noqa: E402
-from common.devices import make_placement, map_seeds, vmap_seeds  # noqa: E402
+from common.devices import make_placement, map_seeds, scan_unroll, vmap_seeds  # noqa: E402
 from common.heldout_eval import heldout_evaluator  # noqa: E402
 from envs.levels import sample_dr_level, shortest_path_length, wall_count  # noqa: E402
 from envs.maze import NUM_ACTIONS, EnvParams, Level, Observation, reset_to_level, step_and_restart  # noqa: E402
@@ -208,12 +208,11 @@ class Conv3x3(nn.Module):
         return jnp.concatenate(patches, -1) @ kernel.reshape(-1, self.features) + bias
 
 
-# copied from algos/dr.py:ScannedLSTM
-class ScannedLSTM(nn.Module):
-    """An LSTM over the time axis whose carry is zeroed where the previous step ended an episode. Input and
-    recurrent kernels start orthogonal, as minimax's (`models/common.py:ScannedRNN`)."""
+# copied from algos/dr.py:LSTMStep
+class LSTMStep(nn.Module):
+    """One LSTM step whose carry is zeroed where the previous step ended an episode. Input and recurrent kernels
+    start orthogonal, as minimax's (`models/common.py:ScannedRNN`)."""
 
-    @functools.partial(nn.scan, variable_broadcast="params", in_axes=0, out_axes=0, split_rngs={"params": False})
     @nn.compact
     def __call__(self, carry, inputs):
         features, reset = inputs
@@ -223,19 +222,30 @@ class ScannedLSTM(nn.Module):
         return cell(carry, features)
 
 
+# copied from algos/dr.py:scanned_lstm
+def scanned_lstm(unroll: int) -> nn.Module:
+    """`LSTMStep` over the time axis, `unroll` steps per loop iteration. Named as the parameters of earlier
+    checkpoints are (`ScannedLSTM_0`)."""
+    scan = nn.scan(
+        LSTMStep, variable_broadcast="params", in_axes=0, out_axes=0, split_rngs={"params": False}, unroll=unroll
+    )
+    return scan(name="ScannedLSTM_0")
+
+
 # copied from algos/dr.py:ActorCritic
 class ActorCritic(nn.Module):
     """The student (docs/methods.md): 3x3 conv (16) on the view + direction embedding (4 -> 5) -> LSTM -> policy and
     value heads Dense(32)+tanh. About 433k parameters at lstm_size 256."""
 
     num_actions: int = NUM_ACTIONS
+    unroll: int = 1  # time steps per iteration of the LSTM's scan (--unroll)
 
     @nn.compact
     def __call__(self, carry, obs: Observation, reset: jax.Array):  # obs leaves [T, B, ...], reset [T, B]
         image = Conv3x3(16)(obs.image)
         image = nn.relu(image).reshape(*image.shape[:-3], -1)  # [T, B, 144]
         direction = nn.Embed(4, 5, embedding_init=nn.initializers.orthogonal())(obs.agent_dir)  # [T, B, 5]
-        carry, hidden = ScannedLSTM()(carry, (jnp.concatenate([image, direction], -1), reset))
+        carry, hidden = scanned_lstm(self.unroll)(carry, (jnp.concatenate([image, direction], -1), reset))
 
         def head(outputs: int, last_init):
             layer = nn.Dense(32, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(hidden)
@@ -301,8 +311,9 @@ def add_time_axis(tree):
 
 
 # copied from algos/dr.py:rollout
-def rollout(rng, network, params, start: RolloutState, step_env, num_steps) -> tuple[Transition, RolloutState]:
-    """`num_steps` policy steps in every env; returns the transitions and the state after the last step."""
+def rollout(rng, network, params, start: RolloutState, step_env, num_steps, unroll) -> tuple[Transition, RolloutState]:
+    """`num_steps` policy steps in every env, `unroll` per loop iteration; returns the transitions and the state
+    after the last step."""
 
     def one_step(state: RolloutState, rng_step):
         obs, env_state, carry, reset = state
@@ -317,7 +328,7 @@ def rollout(rng, network, params, start: RolloutState, step_env, num_steps) -> t
         transition = Transition(obs, reset, action, log_prob, value, reward, done)
         return RolloutState(next_obs, env_state, next_carry, done), transition
 
-    end, transitions = jax.lax.scan(one_step, start, jax.random.split(rng, num_steps))
+    end, transitions = jax.lax.scan(one_step, start, jax.random.split(rng, num_steps), unroll=unroll)
     return transitions, end
 
 
@@ -425,15 +436,18 @@ def tally(completed, successes, done, reward, counted: int):
 def learnability(completed: jax.Array, successes: jax.Array, counted: int) -> tuple[jax.Array, jax.Array]:
     """(p (1 - p), p) per level from its completed episodes and successes among the first `counted` of them. A
     level that completed no episode would have p = 0 (learnability 0, never kept) where the authors' code divides
-    by zero (NaN, which their argsort ranks first); it cannot occur, since --score-steps is at least --max-steps."""
-    p = successes / jnp.maximum(jnp.minimum(completed, counted), 1)
-    return p * (1.0 - p), p
+    by zero (NaN, which their argsort ranks first); it cannot occur, since --score-steps is at least --max-steps.
+    p (1 - p) comes from the integer counts (`common.ued_scores.learnability`), so mirrored success rates tie."""
+    counted_episodes = jnp.minimum(completed, counted)
+    return ued_scores.learnability(counted_episodes, successes), successes / jnp.maximum(counted_episodes, 1)
 
 
-def score_levels(rng, network, params, levels: Level, env_params: EnvParams, num_steps: int, counted: int, lstm: int):
-    """(learnability, p) of each level (leading axis B): `num_steps` sampled-action steps, the level restarted
-    after every episode with a zeroed carry, counting successes among the first `counted` completed episodes.
-    Only counters live in the scan carry; nothing is stacked over steps."""
+def score_levels(
+    rng, network, params, levels: Level, env_params: EnvParams, num_steps: int, counted: int, lstm: int, unroll: int
+):
+    """(learnability, p) of each level (leading axis B): `num_steps` sampled-action steps (`unroll` per loop
+    iteration), the level restarted after every episode with a zeroed carry, counting successes among the first
+    `counted` completed episodes. Only counters live in the scan carry; nothing is stacked over steps."""
     num_levels = levels.wall_map.shape[0]
     rng_reset, rng_steps = jax.random.split(rng)
     obs, env_state = jax.vmap(reset_to_level, (None, 0, None))(rng_reset, levels, env_params)
@@ -449,7 +463,7 @@ def score_levels(rng, network, params, levels: Level, env_params: EnvParams, num
 
     zeros = jnp.zeros(num_levels, jnp.int32)
     start = ScoringState(obs, env_state, initial_carry(num_levels, lstm), jnp.ones(num_levels, bool), zeros, zeros)
-    end, _ = jax.lax.scan(one_step, start, jax.random.split(rng_steps, num_steps))
+    end, _ = jax.lax.scan(one_step, start, jax.random.split(rng_steps, num_steps), unroll=unroll)
     return learnability(end.completed, end.successes, counted)
 
 
@@ -480,7 +494,8 @@ def make_optimizer(config: Config):
 def make_train(config: Config) -> BatchedOverSeeds:
     env, ppo, run = config.env, config.ppo, config.run
     env_params = config.env_params
-    network = ActorCritic()
+    unroll = scan_unroll(run.devices)
+    network = ActorCritic(unroll=unroll)
     sample_level = functools.partial(sample_dr_level, height=env.maze_size, width=env.maze_size, n_walls=env.n_walls)
     step_env = jax.vmap(functools.partial(step_and_restart, params=env_params))
     reset_env = jax.vmap(reset_to_level, (None, 0, None))
@@ -523,6 +538,7 @@ def make_train(config: Config) -> BatchedOverSeeds:
             num_steps=config.score_steps,
             counted=config.counted_episodes,
             lstm=ppo.lstm_size,
+            unroll=unroll,
         )
 
         def score_batch(_, rng_batch):
@@ -560,7 +576,7 @@ def make_train(config: Config) -> BatchedOverSeeds:
         carry = initial_carry(ppo.num_envs, ppo.lstm_size)
         # ROLLOUT
         start = placement.split_envs(RolloutState(obs, env_state, carry, reset=jnp.ones(ppo.num_envs, bool)))
-        transitions, end = rollout(rng_rollout, network, params, start, step_env, ppo.num_steps)
+        transitions, end = rollout(rng_rollout, network, params, start, step_env, ppo.num_steps, unroll)
         # ADVANTAGES
         _, _, last_value = network.apply(params, end.carry, add_time_axis(end.obs), end.reset[None])
         advantages, targets = compute_gae(transitions, last_value[0], ppo.gamma, ppo.gae_lambda)

@@ -22,7 +22,7 @@ from typing import Annotated, get_type_hints
 import tyro
 from tyro.conf import OmitArgPrefixes, arg
 
-from common.devices import placement_problems
+from common.devices import CPU_UNROLL, GPU_UNROLL, placement_problems
 from common.errors import ConfigError
 from envs.heldout import HELDOUT_MAZES
 
@@ -63,6 +63,7 @@ def unset_means(meaning: str):
 
 
 ALL_DEVICES = "all, if the seeds or envs split evenly over them"
+UNROLL_DEFAULT = f"{GPU_UNROLL} on a GPU, {CPU_UNROLL} on a CPU"
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,8 @@ class Devices:
     """Processes in a multi-host run, one per host ($JAX_NUM_PROCESSES overrides)."""
     process_id: Annotated[int | None, NON_NEGATIVE, unset_means("$JAX_PROCESS_ID")] = None
     """This process's index in a multi-host run; process 0 writes all files."""
+    unroll: Annotated[int | None, AT_LEAST_ONE, unset_means(UNROLL_DEFAULT)] = None
+    """Steps per iteration of the rollout and LSTM scans (same results to float rounding; longer compiles)."""
 
 
 SCREENSHOT_HELP = (
@@ -129,7 +132,7 @@ class RunConfig:
     wandb_entity: Annotated[str | None, unset_means("your wandb default")] = None
     """wandb entity (team or user)."""
     devices: Annotated[Devices, OmitArgPrefixes] = Devices()
-    """Devices and hosts: where the seeds and envs run (common/devices.py)."""
+    """Devices and hosts: where the seeds and envs run and how their loops compile (common/devices.py)."""
 
 
 FIXED_RUN_FIELDS = ("seed", "num_seeds")

@@ -7,6 +7,9 @@ env axis is sharded, and XLA averages the PPO gradients across devices (the loss
 Either way a seed's level buffer stays one logical buffer: on its seed's device, or replicated with every
 device applying the same updates.
 
+`--unroll` sets how many steps each iteration of the rollout and LSTM scans runs (`scan_unroll`): a GPU pays a
+fixed cost per loop iteration, a CPU barely does, so the default depends on the backend.
+
 Several hosts run the same command with `--coordinator-address host:port --num-processes P --process-id i`
 (or the environment variables JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID); the devices of
 all processes form one mesh, and only process 0 writes logs, images and checkpoints.
@@ -24,6 +27,12 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from common.errors import ConfigError
 
 AXIS = "devices"
+GPU_UNROLL = 8
+"""Default --unroll on a GPU: a step is a few small kernels there, so a loop iteration's fixed cost dominates
+(benchmarks/README.md, the unroll sweep of the GPU suite)."""
+CPU_UNROLL = 1
+"""Default --unroll on a CPU: unrolling buys nothing measurable there and lengthens every compile
+(benchmarks/README.md)."""
 
 
 def placement_problems(devices, num_seeds: int, num_envs: int) -> list[tuple[bool, str]]:
@@ -120,6 +129,14 @@ class Placement:
         if jax.process_count() == 1:
             return value
         return bool(multihost_utils.broadcast_one_to_all(np.bool_(value)))
+
+
+def scan_unroll(devices) -> int:
+    """The unroll of the rollout and LSTM scans (`devices`: common.config.Devices): --unroll, else the default of
+    the backend JAX runs on (call after `initialize_distributed`)."""
+    if devices.unroll is not None:
+        return devices.unroll
+    return CPU_UNROLL if jax.default_backend() == "cpu" else GPU_UNROLL
 
 
 def vmap_seeds(function):

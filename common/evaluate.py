@@ -54,6 +54,7 @@ from common.config import (  # noqa: E402
     with_flags,
 )
 from common.contract import BatchedOverSeeds, check_functions  # noqa: E402
+from common.devices import scan_unroll  # noqa: E402
 from common.errors import ConfigError  # noqa: E402
 from common.heldout_eval import evaluate_policy, play_levels  # noqa: E402
 from common.provenance import REPO_ROOT  # noqa: E402
@@ -225,7 +226,9 @@ def risk_win_rates(args: Args, rng, module, network, params, config, levels) -> 
     @jax.jit
     def play(rngs, seed_params, chunk):
         carry = module.initial_carry(chunk.wall_map.shape[0], lstm_size)
-        played = lambda key, p: play_levels(key, network.apply, p, carry, chunk, env_params, args.risk_max_steps)  # noqa: E731
+        played = lambda key, p: play_levels(  # noqa: E731
+            key, network.apply, p, carry, chunk, env_params, args.risk_max_steps, scan_unroll(config.run.devices)
+        )
         return jax.vmap(lambda key, p: played(key, p).returns > 0)(rngs, seed_params)
 
     passes, started, interactive = [], time.perf_counter(), sys.stderr.isatty()
@@ -255,6 +258,7 @@ def main(args: Args) -> None:
         raise ConfigError(f"unknown --policy {args.policy!r} for this {method} run; choose from {', '.join(policies)}")
     params = policies[args.policy](runner)
     network = module.ActorCritic()
+    unroll = scan_unroll(config.run.devices)
     num_seeds, lstm_size = config.run.num_seeds, config.ppo.lstm_size
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = args.out or args.run_dir / "eval" / f"evaluate_{update:08d}_{stamp}.csv"
@@ -270,7 +274,9 @@ def main(args: Args) -> None:
 
         def evaluate_seed(rng, seed_params, maze=maze, num_episodes=args.episodes):
             carry = module.initial_carry(num_episodes, lstm_size)
-            return evaluate_policy(rng, network.apply, seed_params, carry, maze, config.env_params, num_episodes)
+            return evaluate_policy(
+                rng, network.apply, seed_params, carry, maze, config.env_params, num_episodes, unroll
+            )
 
         rngs = jax.random.split(jax.random.fold_in(jax.random.key(args.seed), index), num_seeds)
         returns = np.asarray(jax.jit(jax.vmap(lambda rng, p: evaluate_seed(rng, p).returns))(rngs, params))

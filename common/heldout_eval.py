@@ -11,6 +11,7 @@ import distrax
 import jax
 import jax.numpy as jnp
 
+from common.devices import scan_unroll
 from envs.heldout import HELDOUT_MAZES, HeldoutMaze
 from envs.maze import EnvParams, Level, Observation, reset_to_level, step
 
@@ -33,23 +34,23 @@ class EvalResult(NamedTuple):
 
 
 def evaluate_policy(
-    rng, apply: Callable, params, carry, maze: HeldoutMaze, env_params: EnvParams, num_episodes: int
+    rng, apply: Callable, params, carry, maze: HeldoutMaze, env_params: EnvParams, num_episodes: int, unroll: int = 1
 ) -> EvalResult:
     """Sampled-action rollouts on `num_episodes` levels of `maze`, counting each one's first episode.
 
     `apply(params, carry, obs [1, E, ...], reset [1, E]) -> (carry, logits [1, E, A], value)` is the policy
     network's apply and `carry` its initial carry for E envs. Trajectories cover the maze's max_steps; they
-    feed GIFs, and jit drops them when unused."""
+    feed GIFs, and jit drops them when unused. `unroll`: steps per iteration of the rollout's scan."""
     rng_levels, rng_play = jax.random.split(rng)
     levels = jax.vmap(maze.sample)(jax.random.split(rng_levels, num_episodes))
-    return play_levels(rng_play, apply, params, carry, levels, maze.env_params(env_params), maze.max_steps)
+    return play_levels(rng_play, apply, params, carry, levels, maze.env_params(env_params), maze.max_steps, unroll)
 
 
 def play_levels(
-    rng, apply: Callable, params, carry, levels: Level, env_params: EnvParams, max_steps: int
+    rng, apply: Callable, params, carry, levels: Level, env_params: EnvParams, max_steps: int, unroll: int = 1
 ) -> EvalResult:
-    """One attempt on each of the levels (leading axis E): sampled actions for `max_steps` steps, the first
-    episode counted."""
+    """One attempt on each of the levels (leading axis E): sampled actions for `max_steps` steps (`unroll` per
+    loop iteration), the first episode counted."""
     num_episodes = levels.wall_map.shape[0]
     rng_reset, rng_steps = jax.random.split(rng)
     obs, env_state = jax.vmap(reset_to_level, (None, 0, None))(rng_reset, levels, env_params)
@@ -73,19 +74,26 @@ def play_levels(
 
     zeros = jnp.zeros(num_episodes, jnp.int32)
     start = EvalState(obs, env_state, carry, zeros.astype(bool), zeros * 0.0, zeros)
-    end, (positions, directions) = jax.lax.scan(one_step, start, jax.random.split(rng_steps, max_steps))
+    end, (positions, directions) = jax.lax.scan(one_step, start, jax.random.split(rng_steps, max_steps), unroll=unroll)
     return EvalResult(end.returns, end.lengths, levels, positions, directions)
 
 
 def heldout_metrics(
-    rng, apply: Callable, params, carry, mazes: dict[str, HeldoutMaze], env_params: EnvParams, num_episodes: int
+    rng,
+    apply: Callable,
+    params,
+    carry,
+    mazes: dict[str, HeldoutMaze],
+    env_params: EnvParams,
+    num_episodes: int,
+    unroll: int = 1,
 ) -> dict:
     """`eval/solve_rate/<maze>` and `eval/return/<maze>` over `num_episodes` attempts on each maze (each maze
     with its own key, folded from `rng`)."""
     metrics = {}
     for index, (name, maze) in enumerate(mazes.items()):
         returns = evaluate_policy(
-            jax.random.fold_in(rng, index), apply, params, carry, maze, env_params, num_episodes
+            jax.random.fold_in(rng, index), apply, params, carry, maze, env_params, num_episodes, unroll
         ).returns
         metrics[f"eval/solve_rate/{name}"] = (returns > 0).mean()
         metrics[f"eval/return/{name}"] = returns.mean()
@@ -96,11 +104,12 @@ def heldout_evaluator(apply: Callable, params_of: Callable, carry, run, env_para
     """A script's one-seed `evaluate(runner)`: `heldout_metrics` of `params_of(runner)` with --eval-episodes
     attempts on each of --eval-mazes (`run`: a common.config.RunConfig; `carry`: the network's initial carry for
     that many envs). Keys are folded from the runner's fixed `rng_eval` with its `update`, so evaluating never
-    changes training."""
+    changes training. The rollouts unroll as --unroll says (`common.devices.scan_unroll`)."""
     mazes = {name: HELDOUT_MAZES[name] for name in run.eval_mazes}
+    unroll = scan_unroll(run.devices)
 
     def evaluate(runner) -> dict:
         rng = jax.random.fold_in(runner.rng_eval, runner.update)
-        return heldout_metrics(rng, apply, params_of(runner), carry, mazes, env_params, run.eval_episodes)
+        return heldout_metrics(rng, apply, params_of(runner), carry, mazes, env_params, run.eval_episodes, unroll)
 
     return evaluate

@@ -8,6 +8,8 @@ episodes (0 where none completed: callers check `dones.any()`).
 import jax
 import jax.numpy as jnp
 
+from envs.maze import goal_reward
+
 
 def _episode_means(per_step: jax.Array, dones: jax.Array) -> tuple[jax.Array, jax.Array]:
     """(mean over completed episodes of the per-episode time-average of `per_step`, completed count).
@@ -78,13 +80,32 @@ def outcome_counts(rewards: jax.Array, dones: jax.Array) -> tuple[jax.Array, jax
 def learnability(episodes: jax.Array, successes: jax.Array) -> jax.Array:
     """SFL's learnability p (1 - p), with p = successes / episodes: the level's success rate over every episode
     finished on it (the counts its buffer slot accumulates over all its plays, `LevelBuffer.episodes`). 0 where no
-    episode finished yet; such a level never enters a buffer (no finished episode: inactive)."""
-    p = successes / jnp.maximum(episodes, 1)
-    return p * (1.0 - p)
+    episode finished yet; such a level never enters a buffer (no finished episode: inactive).
+
+    Computed as s (e - s) / e^2 from the integer counts, so p and 1 - p give the same float exactly (p * (1 - p)
+    in float32 does not): levels with mirrored success rates tie, as the rank prioritization's shared ties
+    expect."""
+    episodes, successes = episodes.astype(jnp.float32), successes.astype(jnp.float32)
+    return successes * (episodes - successes) / jnp.maximum(episodes * episodes, 1.0)
 
 
-def true_regret(rewards: jax.Array, dones: jax.Array, optimal_return: jax.Array) -> jax.Array:
-    """Exact regret: the level's optimal return (`envs.levels.optimal_return`, from a search over the agent's
-    moves) minus the agent's mean return over the episodes it completed in this rollout. 0 on a level no policy
-    can solve within the episode limit (optimal return 0, and so is the agent's)."""
-    return optimal_return - episode_returns(rewards, dones)[0]
+def true_regret(rewards: jax.Array, dones: jax.Array, optimal_steps: jax.Array, max_steps: int) -> jax.Array:
+    """Exact regret: over the episodes completed in this rollout (which starts at an episode's start, as every
+    script's does), the mean of the level's optimal return minus the episode's return. `optimal_steps` is the
+    fewest steps to the goal (`envs.levels.optimal_steps`, -1: unreachable; the optimal return is then 0).
+
+    An episode that reached the goal in the optimal number of steps contributes exactly 0, by its length rather
+    than by subtracting two floats (XLA may round the same reward formula differently in two programs); any
+    other contributes at least 0.9 / max_steps less a rounding error, or the whole optimal return when it failed.
+    So the score is never negative, and 0 exactly on a level solved optimally every time, or on one no policy
+    can solve within the episode limit."""
+    num_steps = dones.shape[0]
+    dones = dones.astype(jnp.int32)
+    episode = jnp.cumsum(dones) - dones
+    completed = jnp.sum(dones)
+    returns = jax.ops.segment_sum(rewards, episode, num_segments=num_steps)
+    lengths = jax.ops.segment_sum(jnp.ones(num_steps, jnp.int32), episode, num_segments=num_steps)
+    optimal = jnp.where(optimal_steps >= 0, goal_reward(optimal_steps, max_steps), 0.0)
+    optimal_play = (returns > 0) & (lengths == optimal_steps)
+    regrets = jnp.where(optimal_play, 0.0, optimal - returns)
+    return jnp.sum(jnp.where(jnp.arange(num_steps) < completed, regrets, 0.0)) / jnp.maximum(completed, 1)

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envs.maze import DIR_TO_VEC, Level, make_level
+from envs.maze import DIR_TO_VEC, Level, goal_reward, make_level
 
 EDIT_NO_OP, EDIT_FLIP_WALL, EDIT_MOVE_GOAL = 0, 1, 2
 NUM_EDIT_TYPES = 3
@@ -96,74 +96,76 @@ def wall_count(level: Level) -> jax.Array:
     return jnp.sum(level.wall_map, dtype=jnp.int32)
 
 
+def _search_iterations(limit: int, unroll: int = 8):
+    """`fori_loop` over `limit` breadth-first layers, `unroll` per loop iteration: a fixed trip count, so a GPU
+    never waits on the host to decide whether to go on (a `while_loop` stopped when nothing changes would)."""
+    return lambda body, init: jax.lax.fori_loop(0, limit, lambda _, carry: body(carry), init, unroll=unroll)
+
+
 def shortest_path_length(level: Level) -> jax.Array:
     """Grid moves from agent to goal around walls (turns not counted), or -1 when unreachable.
 
-    Breadth-first search as repeated 4-neighbour relaxation of a distance map, stopped when nothing
-    changes: O(path length x H x W), a few milliseconds on CPU for a 101x101 perfect maze.
-    """
+    Breadth-first search as H x W - 1 layers of 4-neighbour growth of the reached cells (no path in an H x W
+    maze is longer), counting the layers before the goal is reached: O(H^2 W^2) work, a fixed amount."""
     height, width = level.wall_map.shape
-    unreached = height * width
     free = ~level.wall_map
-    start = jnp.full((height, width), unreached, jnp.int32).at[level.agent_pos[1], level.agent_pos[0]].set(0)
-    padded_shape = (height + 2, width + 2)
+    goal_x, goal_y = level.goal_pos[0], level.goal_pos[1]
+    start = jnp.zeros((height, width), bool).at[level.agent_pos[1], level.agent_pos[0]].set(True)
 
-    def relax(carry):
-        dist, _ = carry
-        padded = jnp.full(padded_shape, unreached, jnp.int32).at[1:-1, 1:-1].set(dist)
-        neighbours = jnp.minimum(
-            jnp.minimum(padded[:-2, 1:-1], padded[2:, 1:-1]), jnp.minimum(padded[1:-1, :-2], padded[1:-1, 2:])
-        )
-        new = jnp.where(free, jnp.minimum(dist, neighbours + 1), unreached)
-        return new, jnp.any(new != dist)
+    def grow(carry):
+        reached, layers_before_goal = carry
+        layers_before_goal = layers_before_goal + ~reached[goal_y, goal_x]
+        padded = jnp.pad(reached, 1)
+        neighbours = padded[:-2, 1:-1] | padded[2:, 1:-1] | padded[1:-1, :-2] | padded[1:-1, 2:]
+        return reached | (neighbours & free), layers_before_goal
 
-    dist, _ = jax.lax.while_loop(lambda carry: carry[1], relax, (start, jnp.bool_(True)))
-    goal_dist = dist[level.goal_pos[1], level.goal_pos[0]]
-    return jnp.where(goal_dist >= unreached, -1, goal_dist)
+    reached, steps = _search_iterations(height * width - 1)(grow, (start, jnp.int32(0)))
+    return jnp.where(reached[goal_y, goal_x], steps, -1)
 
 
-def optimal_steps(level: Level) -> jax.Array:
+def optimal_steps(level: Level, limit: int | None = None) -> jax.Array:
     """The fewest steps from the start to the goal with AMaze's moves (turn left, turn right, forward; the
-    episode ends on the forward step into the goal), or -1 when the goal cannot be reached.
+    episode ends on the forward step into the goal), or -1 when the goal cannot be reached (in at most `limit`
+    steps, when given: a static int, which bounds the search).
 
-    Breadth-first search over (direction, y, x) as repeated relaxation of a distance map: a turn keeps the
-    cell and a forward step moves one cell along the facing direction onto a free cell other than the goal."""
+    Breadth-first search over (direction, y, x) states: a turn keeps the cell and a forward step moves one cell
+    along the facing direction onto a free cell other than the goal. A shortest way never enters a cell twice
+    and turns at most twice in a cell, so it takes at most 3 H W steps: that many layers (or `limit`), a fixed
+    amount of work."""
     height, width = level.wall_map.shape
-    unreached = 4 * height * width + 1
-    open_cells = ~level.wall_map & ~jnp.zeros_like(level.wall_map).at[level.goal_pos[1], level.goal_pos[0]].set(True)
-    start = (
-        jnp.full((4, height, width), unreached, jnp.int32)
-        .at[level.agent_dir, level.agent_pos[1], level.agent_pos[0]]
-        .set(0)
-    )
+    bound = 3 * height * width if limit is None else min(limit, 3 * height * width)
+    goal_x, goal_y = level.goal_pos[0], level.goal_pos[1]
+    open_cells = ~level.wall_map & ~jnp.zeros_like(level.wall_map).at[goal_y, goal_x].set(True)
+    start = jnp.zeros((4, height, width), bool).at[level.agent_dir, level.agent_pos[1], level.agent_pos[0]].set(True)
 
-    def arrived_from_behind(dist):
-        """[4, H, W]: the distance of the cell one step behind each cell along each direction (forward moves)."""
-        padded = jnp.full((4, height + 2, width + 2), unreached, jnp.int32).at[:, 1:-1, 1:-1].set(dist)
+    def from_behind(reached):
+        """[4, H, W]: the state one forward step behind each state is reached (per facing direction)."""
+        padded = jnp.pad(reached, ((0, 0), (1, 1), (1, 1)))
         return jnp.stack(
             [padded[d, 1 - dy : 1 - dy + height, 1 - dx : 1 - dx + width] for d, (dx, dy) in enumerate(DIR_TO_VEC)]
         )
 
-    def relax(carry):
-        dist, _ = carry
-        turned = jnp.minimum(jnp.roll(dist, 1, axis=0), jnp.roll(dist, -1, axis=0)) + 1
-        moved = jnp.where(open_cells, arrived_from_behind(dist) + 1, unreached)
-        new = jnp.minimum(dist, jnp.minimum(turned, moved))
-        return new, jnp.any(new != dist)
+    def enters_goal(reached):
+        """A reached state faces the goal from the cell next to it: one forward step ends the episode."""
+        return from_behind(reached)[:, goal_y, goal_x].any()
 
-    dist, _ = jax.lax.while_loop(lambda carry: carry[1], relax, (start, jnp.bool_(True)))
-    # The goal is reached by a forward step from the cell behind it, facing it.
-    behind = arrived_from_behind(dist)[:, level.goal_pos[1], level.goal_pos[0]]
-    steps = jnp.min(behind) + 1
-    return jnp.where(steps >= unreached, -1, steps)
+    def grow(carry):
+        reached, layers_before_goal = carry
+        layers_before_goal = layers_before_goal + ~enters_goal(reached)
+        turned = jnp.roll(reached, 1, axis=0) | jnp.roll(reached, -1, axis=0)
+        return reached | turned | (from_behind(reached) & open_cells), layers_before_goal
+
+    reached, layers = _search_iterations(bound)(grow, (start, jnp.int32(0)))
+    # `bound` layers of growth; the forward step into the goal adds one, so a way needing bound + 1 steps is out.
+    return jnp.where(enters_goal(reached) & (layers < bound), layers + 1, -1)
 
 
-def optimal_return(level: Level, max_steps: jax.Array | int) -> jax.Array:
-    """The best return any policy gets on `level` under AMaze's reward 1 - 0.9 t / max_steps for reaching the
-    goal at step t: at t = `optimal_steps`, or 0 when the goal is unreachable or needs more than `max_steps`."""
-    steps = optimal_steps(level)
-    reachable = (steps >= 0) & (steps <= max_steps)
-    return jnp.where(reachable, 1.0 - 0.9 * steps / max_steps, 0.0).astype(jnp.float32)
+def optimal_return(level: Level, max_steps: int) -> jax.Array:
+    """The best return any policy gets on `level`: the env's own reward (`envs.maze.goal_reward`, bitwise) for
+    reaching the goal at step `optimal_steps`, or 0 when the goal is unreachable or needs more than `max_steps`
+    (a static int, which bounds the search)."""
+    steps = optimal_steps(level, limit=max_steps)
+    return jnp.where(steps >= 0, goal_reward(steps, max_steps), 0.0)
 
 
 def is_solvable(level: Level) -> jax.Array:

@@ -130,6 +130,11 @@ def reset_to_level(rng: jax.Array, level: Level, params: EnvParams) -> tuple[Obs
     return get_obs(state, params), state
 
 
+def goal_reward(time: jax.Array, max_steps: jax.Array | int) -> jax.Array:
+    """float32 reward for reaching the goal at step `time` (1-based) of an episode of at most `max_steps`."""
+    return (1.0 - 0.9 * (jnp.asarray(time, jnp.int32) / max_steps)).astype(jnp.float32)
+
+
 def step(rng: jax.Array, state: EnvState, action: jax.Array, params: EnvParams):
     """One MiniGrid step; never resets. Returns (obs, state, reward, done, info).
 
@@ -154,7 +159,7 @@ def step(rng: jax.Array, state: EnvState, action: jax.Array, params: EnvParams):
     success = forward & hits_goal
 
     time = state.time + 1
-    reward = jnp.where(success, 1.0 - 0.9 * (time / params.max_steps), 0.0).astype(jnp.float32)
+    reward = jnp.where(success, goal_reward(time, params.max_steps), 0.0)
     done = success | (time >= params.max_steps)
     state = state.replace(agent_pos=jnp.where(moves, target, state.agent_pos), agent_dir=turned_dir, time=time)
     return get_obs(state, params), state, reward, done, {"success": success}

@@ -115,9 +115,9 @@ def test_the_risk_evaluation_plays_and_records_its_own_configuration(tmp_path, z
     played = []
     play_levels = common.evaluate.play_levels
 
-    def recording(rng, apply, params, carry, levels, env_params, max_steps):
+    def recording(rng, apply, params, carry, levels, env_params, max_steps, unroll):
         played.append((levels.wall_map.shape[-2:], max_steps, env_params.max_steps))
-        return play_levels(rng, apply, params, carry, levels, env_params, max_steps)
+        return play_levels(rng, apply, params, carry, levels, env_params, max_steps, unroll)
 
     monkeypatch.setattr(common.evaluate, "play_levels", recording)
     args = Args(run_dir=run_dir, mazes=(), risk=True, risk_levels=6, risk_episodes=2, risk_maze_size=6,

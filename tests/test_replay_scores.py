@@ -56,5 +56,6 @@ def test_buffer_scores_follow_their_definition(module, score_function, tmp_path)
     else:
         levels = jax.tree.map(lambda x: x[filled], buffer.levels)
         optimal = np.asarray(jax.vmap(optimal_return, (0, None))(levels, TINY["max_steps"]))
-        assert (scores >= -1e-6).all() and (scores <= optimal + 1e-6).all(), "0 <= regret <= optimal return"
+        # Exactly never negative; the optimal return computed here may round 1 ulp apart from the script's.
+        assert (scores >= 0.0).all() and (scores <= optimal + 1e-6).all(), "0 <= regret <= optimal return"
         assert (optimal > 0).any()

@@ -70,7 +70,7 @@ def test_scoring_a_scripted_policy_on_real_levels():
     walled = level_from_text(">#..\n#...\n...G\n....")  # boxed in: every episode times out
     levels = jax.tree.map(lambda *x: jnp.stack(x), easy, walled)
     scores, p = sfl.score_levels(
-        jax.random.key(0), Forward(), None, levels, EnvParams(max_steps=5), num_steps=30, counted=10, lstm=4
+        jax.random.key(0), Forward(), None, levels, EnvParams(max_steps=5), num_steps=30, counted=10, lstm=4, unroll=1
     )
     np.testing.assert_allclose(p, [1.0, 0.0])
     np.testing.assert_allclose(scores, [0.0, 0.0])
@@ -96,7 +96,7 @@ def test_scoring_memory_does_not_grow_with_its_length():
 
     def scan_of(num_steps: int):
         def score():
-            return sfl.score_levels(jax.random.key(6), network, params_shape, levels, EnvParams(), num_steps, 10, 8)
+            return sfl.score_levels(jax.random.key(6), network, params_shape, levels, EnvParams(), num_steps, 10, 8, 1)
 
         scans = [eqn for eqn in jax.make_jaxpr(score)().eqns if eqn.primitive.name == "scan"]
         (scan,) = [eqn for eqn in scans if eqn.params["length"] == num_steps]

@@ -11,7 +11,16 @@ import pytest
 
 from common import ued_scores
 from envs.levels import level_from_text, optimal_return, optimal_steps, sample_dr_level
-from envs.maze import ACTION_FORWARD, ACTION_LEFT, ACTION_RIGHT, DIR_TO_VEC, EnvParams, reset_to_level, step
+from envs.maze import (
+    ACTION_FORWARD,
+    ACTION_LEFT,
+    ACTION_RIGHT,
+    DIR_TO_VEC,
+    EnvParams,
+    reset_to_level,
+    step,
+    step_and_restart,
+)
 
 HAND_MADE = {
     "straight ahead": ([">..G"], 3),
@@ -126,8 +135,8 @@ def test_true_regret_on_a_recorded_rollout():
             running = 0.0
     assert 0 < sum(r > 0 for r in finished_returns) < len(finished_returns), "the recording mixes outcomes"
     best = float(optimal_return(level, 8))
-    score = ued_scores.true_regret(jnp.array(rewards), jnp.array(dones), jnp.float32(best))
-    assert float(score) == pytest.approx(best - np.mean(finished_returns), abs=1e-6)
+    score = ued_scores.true_regret(jnp.array(rewards), jnp.array(dones), optimal_steps(level), 8)
+    assert float(score) == pytest.approx(best - np.mean(finished_returns), rel=1e-6)
 
 
 def test_learnability_counts_every_finished_episode():
@@ -138,3 +147,55 @@ def test_learnability_counts_every_finished_episode():
     assert float(ued_scores.learnability(episodes, successes)) == pytest.approx(2 / 9)
     assert float(ued_scores.learnability(jnp.int32(0), jnp.int32(0))) == 0.0
     assert float(ued_scores.learnability(episodes + 1, successes)) == pytest.approx(0.25)
+
+
+def play_actions(levels, actions, max_steps: int):
+    """Rewards and dones [N, T] of each level played with its own action sequence (int32[N, T]), restarting on done."""
+    params = EnvParams(max_steps=max_steps)
+
+    def play(level, level_actions):
+        _, state = reset_to_level(None, level, params)
+
+        def one_step(state, action):
+            _, state, reward, done, _ = step_and_restart(None, state, action, params)
+            return state, (reward, done)
+
+        return jax.lax.scan(one_step, state, level_actions)[1]
+
+    return jax.jit(jax.vmap(play))(levels, jnp.asarray(actions, jnp.int32))
+
+
+def test_regret_is_exactly_zero_on_optimal_play_and_never_negative():
+    """13x13 levels with 60 walls, each played for 256 steps by repeating its shortest action sequence (every
+    episode optimal): the regret is 0.0 exactly. The same levels with a wasted turn every few episodes: never
+    below 0.0, and above it wherever an episode came out longer."""
+    max_steps, num_steps = 250, 256
+    levels = jax.vmap(lambda rng: sample_dr_level(rng, 13, 13, 60))(jax.random.split(jax.random.key(3), 160))
+    solutions = [python_shortest(jax.tree.map(lambda x, i=i: x[i], levels))[1] for i in range(160)]
+    solvable = np.flatnonzero([len(actions) > 0 for actions in solutions])
+    assert len(solvable) >= 100
+    levels = jax.tree.map(lambda x: x[solvable], levels)
+    steps = jax.vmap(optimal_steps)(levels)
+    regret = jax.jit(jax.vmap(ued_scores.true_regret, (0, 0, 0, None)), static_argnums=3)
+
+    repeated = np.stack([np.resize(solutions[i], num_steps) for i in solvable])
+    rewards, dones = play_actions(levels, repeated, max_steps)
+    assert np.asarray(dones).sum(1).min() >= 1
+    np.testing.assert_array_equal(np.asarray(regret(rewards, dones, steps, max_steps)), 0.0)
+
+    detoured = np.stack(
+        [np.resize([ACTION_LEFT, ACTION_RIGHT, *solutions[i]] + solutions[i] * 2, num_steps) for i in solvable]
+    )
+    rewards, dones = play_actions(levels, detoured, max_steps)
+    scores = np.asarray(regret(rewards, dones, steps, max_steps))
+    assert (scores >= 0.0).all()
+    assert (scores > 0.0).sum() >= len(solvable) // 2
+
+
+def test_learnability_is_symmetric_in_successes_and_failures():
+    episodes = np.repeat(np.arange(1, 80), np.arange(2, 81))
+    successes = np.concatenate([np.arange(count + 1) for count in range(1, 80)])
+    score = np.asarray(ued_scores.learnability(jnp.asarray(episodes), jnp.asarray(successes)))
+    mirrored = np.asarray(ued_scores.learnability(jnp.asarray(episodes), jnp.asarray(episodes - successes)))
+    np.testing.assert_array_equal(score, mirrored)
+    np.testing.assert_allclose(score, successes / episodes * (1 - successes / episodes), rtol=1e-6)

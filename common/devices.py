@@ -99,12 +99,19 @@ class Placement:
             return tree
         return jax.tree.map(lambda leaf: _put(leaf, self.state_sharding), tree)
 
-    def jit(self, function):
+    def jit(self, function, donate: bool = False):
         """`jax.jit` of a function of the runner state whose outputs all have a leading seed axis, laid out
-        like the state."""
+        like the state. `donate`: the function consumes the state it is given (a training chunk), so XLA writes
+        the new state into its buffers instead of copying it (the level buffer is most of it)."""
+        donate_argnums = (0,) if donate else ()
         if self.mesh is None:
-            return jax.jit(function)
-        return jax.jit(function, in_shardings=self.state_sharding, out_shardings=self.state_sharding)
+            return jax.jit(function, donate_argnums=donate_argnums)
+        return jax.jit(
+            function,
+            in_shardings=self.state_sharding,
+            out_shardings=self.state_sharding,
+            donate_argnums=donate_argnums,
+        )
 
     def split_envs(self, tree):
         """Inside the per-seed update: lay out leaves [num_envs, ...] across devices along the env axis."""

@@ -147,7 +147,7 @@ def train(
                 print(f"{reason} before compiling; {run_dir} at update {update}", file=sys.stderr)
             return run_dir
         print(f"compiling: a chunk of {settings.log_interval} updates, evaluation and pictures...", file=sys.stderr)
-        step_chunk = compile_timed("training chunk", placement.jit(functions.step), runner)
+        step_chunk = compile_timed("training chunk", placement.jit(functions.step, donate=True), runner)
         if FINITE_METRIC not in step_chunk.out_info[1]:
             raise ConfigError(f"{script} breaks the driver contract: its step's metrics have no {FINITE_METRIC}")
         evaluate, eval_keys = None, []
@@ -170,7 +170,7 @@ def train(
             if placement.agree(reason is not None):
                 break
             chunk_started = time.perf_counter()
-            next_runner, metrics = step_chunk(runner)
+            next_runner, metrics = step_chunk(runner)  # consumes `runner`: a failed chunk keeps the last checkpoint
             metrics = placement.to_host(metrics)  # blocks: the timing below is true
             chunk_env_steps = settings.log_interval * config.env_steps_per_update * settings.num_seeds
             env_steps_per_s = chunk_env_steps / (time.perf_counter() - chunk_started)

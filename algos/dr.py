@@ -44,12 +44,22 @@ from common.config import (  # noqa: E402
     raise_first,
     range_problems,
     run_problems,
+    unset_means,
 )
 from common.contract import FINITE_METRIC, BatchedOverSeeds, all_finite  # noqa: E402
 from common.devices import make_placement, map_seeds, scan_unroll, vmap_seeds  # noqa: E402
 from common.heldout_eval import heldout_evaluator  # noqa: E402
 from envs.levels import sample_dr_level, shortest_path_length, wall_count  # noqa: E402
-from envs.maze import NUM_ACTIONS, EnvParams, Level, Observation, reset_to_level, step_and_resample_batch  # noqa: E402
+from envs.maze import (  # noqa: E402
+    NUM_ACTIONS,
+    EnvParams,
+    FreshLevelsState,
+    Level,
+    Observation,
+    reset_to_fresh_levels,
+    reset_to_level,
+    step_and_next_level,
+)
 
 
 @dataclass(frozen=True)
@@ -114,6 +124,8 @@ class PPO:
 class Config:
     carry_across_updates: bool = False
     """Start each update's fresh levels with the LSTM carry the last rollout ended with (minimax); off: zero."""
+    levels_per_env: Annotated[int | None, AT_LEAST_ONE, unset_means("--num-steps / 4")] = None
+    """Fresh levels made per env and update, one for each episode it starts (an env needing more reuses them)."""
     env: Annotated[Environment, OmitArgPrefixes] = Environment()
     """Environment: AMaze training levels."""
     ppo: Annotated[PPO, OmitArgPrefixes] = PPO()
@@ -143,6 +155,11 @@ class Config:
     @property
     def env_params(self) -> EnvParams:
         return EnvParams(max_steps=self.env.max_steps, agent_view_size=self.env.agent_view_size)
+
+    @property
+    def fresh_levels(self) -> int:
+        """Levels made per env and update: enough unless its episodes average under 4 steps."""
+        return self.levels_per_env or -(-self.ppo.num_steps // 4)
 
 
 HEADLINE_METRICS = ("train/return",)
@@ -345,6 +362,13 @@ def episode_metrics(transitions: Transition) -> dict:
     return {"train/return": episode_return, "train/solve_rate": solved, "train/episodes": finished.astype(jnp.float32)}
 
 
+def reused_levels(end_states: FreshLevelsState) -> dict:
+    """Episodes started on a level the env had already played this rollout, having used up its fresh ones."""
+    levels_per_env = end_states.levels.wall_map.shape[1]
+    reused = jnp.maximum(end_states.started - levels_per_env, 0).sum()
+    return {"train/reused_levels": reused.astype(jnp.float32)}
+
+
 def level_metrics(levels: Level, prefix: str) -> dict:
     """Walls, solvable fraction and mean shortest path (over solvable levels) of a batch of levels."""
     lengths = jax.vmap(shortest_path_length)(levels)
@@ -370,8 +394,9 @@ def make_train(config: Config) -> BatchedOverSeeds:
     unroll = scan_unroll(run.devices)
     network = ActorCritic(unroll=unroll)
     sample_level = functools.partial(sample_dr_level, height=env.maze_size, width=env.maze_size, n_walls=env.n_walls)
-    step_env = functools.partial(step_and_resample_batch, params=env_params, sample_level=sample_level)
+    step_env = jax.vmap(functools.partial(step_and_next_level, params=env_params))
     reset_env = jax.vmap(reset_to_level, (None, 0, None))
+    start_envs = jax.vmap(reset_to_fresh_levels, (None, 0, None))
     placement = make_placement(run, ppo.num_envs)
     student_params = operator.attrgetter("train_state.params")
 
@@ -395,9 +420,11 @@ def make_train(config: Config) -> BatchedOverSeeds:
     def update(runner: RunnerState, _):
         rng, rng_levels, rng_rollout, rng_ppo = jax.random.split(runner.rng, 4)
         params = runner.train_state.params
-        # CURRICULUM: DR has no teacher; every update starts all envs on fresh random levels.
-        levels = jax.vmap(sample_level)(jax.random.split(rng_levels, ppo.num_envs))
-        obs, env_state = reset_env(rng_levels, levels, env_params)
+        # CURRICULUM: DR has no teacher; every episode of the update plays a fresh random level, made up front.
+        level_keys = jax.random.split(rng_levels, (ppo.num_envs, config.fresh_levels))
+        fresh_levels = jax.vmap(jax.vmap(sample_level))(level_keys)
+        obs, env_state = start_envs(rng_levels, fresh_levels, env_params)
+        levels = jax.tree.map(lambda x: x[:, 0], fresh_levels)
         carry = runner.carry if config.carry_across_updates else initial_carry(ppo.num_envs, ppo.lstm_size)
         # ROLLOUT
         reset = jnp.full(ppo.num_envs, not config.carry_across_updates)
@@ -413,6 +440,7 @@ def make_train(config: Config) -> BatchedOverSeeds:
         finite = all_finite((ppo_metrics["ppo/loss"], train_state.params))
         metrics = {
             **episode_metrics(transitions),
+            **reused_levels(end.env_state),
             **level_metrics(levels, "level"),
             **ppo_metrics,
             FINITE_METRIC: finite,

@@ -1,9 +1,11 @@
 """Random-policy AMaze throughput (env steps per second) against the number of parallel envs.
 
 Each measurement is one jitted `lax.scan` of `--num-steps` random-action steps over N envs, with
-`--wrapper resample` (DR: a fresh level for each env whose episode ended, `step_and_resample_batch` as
-dr.py runs it) or `--wrapper restart` (replay: the same level restarts). Compile is timed apart, then
-the median of `--repeats` runs after `block_until_ready`. Prints one JSON line per N, then a table.
+`--wrapper resample` (DR: every episode on a fresh level, `--levels-per-env` of them made up front for each env
+and taken one per episode by `step_and_next_level`, as dr.py runs it; making them is part of the timed call) or
+`--wrapper restart` (replay: the same level restarts). Compile is timed apart, then the median of `--repeats`
+runs after `block_until_ready`. Prints one JSON line per N (with the episodes that had to reuse a level: 0
+unless an env ran out), then a table.
 
     python benchmarks/bench_env.py --num-envs 32 1024 16384
     python benchmarks/bench_env.py --wrapper restart --size 101 --num-envs 1024
@@ -35,7 +37,14 @@ from bench_algos import minimax_python  # noqa: E402
 
 from common.provenance import describe_environment  # noqa: E402
 from envs.levels import sample_dr_level  # noqa: E402
-from envs.maze import NUM_ACTIONS, EnvParams, reset_to_level, step_and_resample_batch, step_and_restart  # noqa: E402
+from envs.maze import (  # noqa: E402
+    NUM_ACTIONS,
+    EnvParams,
+    reset_to_fresh_levels,
+    reset_to_level,
+    step_and_next_level,
+    step_and_restart,
+)
 
 
 @dataclass(frozen=True)
@@ -51,7 +60,9 @@ class Args:
     n_walls: int = 60
     """Walls drawn per generated level."""
     wrapper: Literal["resample", "restart"] = "resample"
-    """What happens on done: generate a fresh DR level (resample) or restart the same one (restart)."""
+    """What happens on done: the env's next fresh DR level starts (resample) or the same one restarts (restart)."""
+    levels_per_env: int | None = None
+    """Resample: fresh levels made per env (default --num-steps / 4, dr.py's; a random policy needs about 2)."""
     tags: dict[str, str] = field(default_factory=dict)
     """Extra key=value pairs recorded with every result."""
     minimax: bool = False
@@ -60,18 +71,29 @@ class Args:
     """Virtual environment for minimax's pinned stack; created with the running Python if missing."""
 
 
+def levels_per_env(args: Args) -> int:
+    return args.levels_per_env or -(-args.num_steps // 4)
+
+
 def make_rollout(args: Args, num_envs: int):
+    """The timed function: rng -> (a total that depends on every observation and reward, episodes that reused a
+    level)."""
     params = EnvParams()
     sample_level = functools.partial(sample_dr_level, height=args.size, width=args.size, n_walls=args.n_walls)
     if args.wrapper == "resample":
-        step_env = functools.partial(step_and_resample_batch, params=params, sample_level=sample_level)
+        step_env = jax.vmap(functools.partial(step_and_next_level, params=params))
     else:
         step_env = jax.vmap(functools.partial(step_and_restart, params=params))
 
     def rollout(rng):
         rng_levels, rng_steps = jax.random.split(rng)
-        levels = jax.vmap(sample_level)(jax.random.split(rng_levels, num_envs))
-        _, state = jax.vmap(reset_to_level, (None, 0, None))(rng, levels, params)
+        if args.wrapper == "resample":
+            keys = jax.random.split(rng_levels, (num_envs, levels_per_env(args)))
+            levels = jax.vmap(jax.vmap(sample_level))(keys)
+            _, state = jax.vmap(reset_to_fresh_levels, (None, 0, None))(rng, levels, params)
+        else:
+            levels = jax.vmap(sample_level)(jax.random.split(rng_levels, num_envs))
+            _, state = jax.vmap(reset_to_level, (None, 0, None))(rng, levels, params)
 
         def body(carry, rng_step):
             state, total_reward = carry
@@ -81,8 +103,12 @@ def make_rollout(args: Args, num_envs: int):
             # The observation enters the result, as a policy would read it, so XLA cannot skip computing it.
             return (state, total_reward + reward.sum() + obs.image.sum()), None
 
-        (_, total_reward), _ = jax.lax.scan(body, (state, jnp.float32(0)), jax.random.split(rng_steps, args.num_steps))
-        return total_reward
+        (end, total_reward), _ = jax.lax.scan(
+            body, (state, jnp.float32(0)), jax.random.split(rng_steps, args.num_steps)
+        )
+        if args.wrapper == "resample":
+            return total_reward, jnp.maximum(end.started - levels_per_env(args), 0).sum()
+        return total_reward, jnp.int32(0)
 
     return jax.jit(rollout)
 
@@ -93,17 +119,20 @@ def measure(args: Args, num_envs: int) -> dict:
     start = time.perf_counter()
     compiled = rollout.lower(rng).compile()
     compile_s = time.perf_counter() - start
-    compiled(rng).block_until_ready()
-    durations = []
+    jax.block_until_ready(compiled(rng))
+    durations, reused = [], 0
     for repeat in range(args.repeats):
         start = time.perf_counter()
-        compiled(jax.random.key(repeat + 1)).block_until_ready()
+        _, reused_here = jax.block_until_ready(compiled(jax.random.key(repeat + 1)))
         durations.append(time.perf_counter() - start)
+        reused += int(reused_here)
     seconds = statistics.median(durations)
     return {
         "bench": "env",
         "impl": "cleanued",
         "wrapper": args.wrapper,
+        "levels_per_env": levels_per_env(args) if args.wrapper == "resample" else None,
+        "reused_level_episodes": reused,
         "size": args.size,
         "num_envs": num_envs,
         "num_steps": args.num_steps,

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common.provenance import describe_environment  # noqa: E402
 from envs.levels import sample_dr_level  # noqa: E402
-from envs.maze import NUM_ACTIONS, EnvParams, reset_to_level, step_and_resample_batch  # noqa: E402
+from envs.maze import NUM_ACTIONS, EnvParams, reset_to_fresh_levels, step_and_next_level  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -41,16 +41,17 @@ class Args:
 
 
 def random_policy_baseline(config: dict, num_envs: int, num_steps: int) -> tuple[float, float]:
-    """(mean return, solve rate) of uniformly random actions over finished episodes."""
+    """(mean return, solve rate) of uniformly random actions over finished episodes, each on a fresh level (as
+    dr.py plays them, levels made up front per env, at its default of one per 4 steps)."""
     params = EnvParams(max_steps=config["max_steps"], agent_view_size=config["agent_view_size"])
     size = config["maze_size"]
     sample = functools.partial(sample_dr_level, height=size, width=size, n_walls=config["n_walls"])
-    step_env = functools.partial(step_and_resample_batch, params=params, sample_level=sample)
+    step_env = jax.vmap(functools.partial(step_and_next_level, params=params))
 
     def run(rng):
         rng_levels, rng_steps = jax.random.split(rng)
-        levels = jax.vmap(sample)(jax.random.split(rng_levels, num_envs))
-        _, state = jax.vmap(reset_to_level, (None, 0, None))(rng, levels, params)
+        levels = jax.vmap(jax.vmap(sample))(jax.random.split(rng_levels, (num_envs, -(-num_steps // 4))))
+        _, state = jax.vmap(reset_to_fresh_levels, (None, 0, None))(rng, levels, params)
 
         def body(state, rng_step):
             rng_action, rng_env = jax.random.split(rng_step)

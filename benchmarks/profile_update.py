@@ -38,7 +38,7 @@ from common.config import with_flags  # noqa: E402
 from common.provenance import describe_environment  # noqa: E402
 from envs import teacher  # noqa: E402
 from envs.levels import mutate_level, sample_dr_level  # noqa: E402
-from envs.maze import reset_to_level, step_and_resample_batch, step_and_restart  # noqa: E402
+from envs.maze import reset_to_fresh_levels, reset_to_level, step_and_next_level, step_and_restart  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -118,18 +118,22 @@ def student_phases(module, config, args: Args, train_state: TrainState, restart:
     if restart:
         step_env = jax.vmap(functools.partial(step_and_restart, params=env_params))
     else:
-        step_env = functools.partial(step_and_resample_batch, params=env_params, sample_level=sample_level)
-    reset_env = jax.vmap(reset_to_level, (None, 0, None))
+        step_env = jax.vmap(functools.partial(step_and_next_level, params=env_params))
     carry = module.initial_carry(args.num_envs, config.ppo.lstm_size)
 
     def start_state(rng):
-        levels = jax.vmap(sample_level)(jax.random.split(rng, args.num_envs))
-        obs, env_state = reset_env(rng, levels, env_params)
+        if restart:
+            levels = jax.vmap(sample_level)(jax.random.split(rng, args.num_envs))
+            obs, env_state = jax.vmap(reset_to_level, (None, 0, None))(rng, levels, env_params)
+        else:  # DR: every episode's fresh level made up front, as dr.py does
+            fresh = jax.vmap(jax.vmap(sample_level))(jax.random.split(rng, (args.num_envs, -(-args.num_steps // 4))))
+            obs, env_state = jax.vmap(reset_to_fresh_levels, (None, 0, None))(rng, fresh, env_params)
+            levels = jax.tree.map(lambda x: x[:, 0], fresh)
         return levels, module.RolloutState(obs, env_state, carry, jnp.ones(args.num_envs, bool))
 
     def play(rng):
         _, start = start_state(rng)
-        transitions, end = module.rollout(rng, network, train_state.params, start, step_env, args.num_steps)
+        transitions, end = module.rollout(rng, network, train_state.params, start, step_env, args.num_steps, 1)
         _, _, last_value = network.apply(train_state.params, end.carry, module.add_time_axis(end.obs), end.reset[None])
         return transitions, last_value[0]
 
@@ -223,7 +227,7 @@ def teacher_phases(module, config, args: Args, teacher_state: TrainState) -> lis
         obs, states = jax.vmap(teacher.reset, (0, None))(jax.random.split(rng, args.num_envs), teacher_params)
         start = module.RolloutState(obs, states, carry, jnp.ones(args.num_envs, bool))
         return module.rollout(
-            rng, designer, teacher_state.params, start, step_teacher_env, teacher_params.episode_steps
+            rng, designer, teacher_state.params, start, step_teacher_env, teacher_params.episode_steps, 1
         )[0]
 
     transitions = jax.jit(design)(jax.random.key(1))

@@ -9,12 +9,9 @@ API (gymnax-like, explicit params, UED reset):
     obs, state = reset_to_level(rng, level, params)
     obs, state, reward, done, info = step(rng, state, action, params)
 The base `step` never resets; `step_and_restart` replays the same level on done (PLR replay,
-PAIRED students, evaluation) and `step_and_resample` starts a freshly generated level (DR).
-`step_and_resample_batch` is `jax.vmap(step_and_resample)` with the same results, generating levels
-only for the envs whose episode ended.
+PAIRED students, evaluation) and `step_and_next_level` starts the next of the fresh levels made for the env
+in advance (DR's auto-reset, with no level generation and no data-dependent loop inside the step).
 """
-
-from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -185,51 +182,30 @@ def step_and_restart(rng: jax.Array, state: EnvState, action: jax.Array, params:
     return obs, next_state, reward, done, info
 
 
-def step_and_resample(
-    rng: jax.Array,
-    state: EnvState,
-    action: jax.Array,
-    params: EnvParams,
-    sample_level: Callable[[jax.Array], Level],
-):
-    """`step`, then on done reset to `sample_level(rng)`, a freshly generated level (DR)."""
-    rng_step, rng_level = jax.random.split(rng)
-    obs, next_state, reward, done, info = step(rng_step, state, action, params)
-    obs_reset, state_reset = reset_to_level(rng_level, sample_level(rng_level), params)
-    obs, next_state = _select(done, (obs_reset, state_reset), (obs, next_state))
-    return obs, next_state, reward, done, info
+@struct.dataclass
+class FreshLevelsState:
+    """An env that starts each new episode on the next of the fresh levels made for it in advance (DR)."""
+
+    env: EnvState
+    levels: Level  # leaves [L, ...]: the levels of its episodes, in order
+    started: jax.Array  # int32[], episodes started so far (the one running included)
 
 
-def step_and_resample_batch(
-    rngs: jax.Array,
-    states: EnvState,
-    actions: jax.Array,
-    params: EnvParams,
-    sample_level: Callable[[jax.Array], Level],
-    levels_per_pass: int = 16,
-):
-    """`jax.vmap(step_and_resample)` over a batch of envs, with the same results (same keys per env).
+def reset_to_fresh_levels(rng: jax.Array, levels: Level, params: EnvParams) -> tuple[Observation, FreshLevelsState]:
+    """Start the first episode on `levels[0]`; `levels` (leading axis L) are the levels of this and later episodes."""
+    obs, state = reset_to_level(rng, jax.tree.map(lambda x: x[0], levels), params)
+    return obs, FreshLevelsState(env=state, levels=levels, started=jnp.int32(1))
 
-    Generating a level costs about 50x a step on CPU and few episodes end per step, so levels are made only for
-    the envs that are done: up to `levels_per_pass` of them at a time, in a while loop until none is left.
-    """
-    num_envs = actions.shape[0]
-    rng_steps, rng_levels = jnp.unstack(jax.vmap(jax.random.split)(rngs), axis=1)
-    obs, next_states, rewards, dones, infos = jax.vmap(step, (0, 0, 0, None))(rng_steps, states, actions, params)
 
-    def reset_next_done(carry):
-        pending, obs, next_states = carry
-        (envs,) = jnp.nonzero(pending, size=min(levels_per_pass, num_envs), fill_value=num_envs)
-        rng = rng_levels[jnp.minimum(envs, num_envs - 1)]  # the fill index reads a key that is then dropped
-        obs_reset, state_reset = jax.vmap(reset_to_level, (0, 0, None))(rng, jax.vmap(sample_level)(rng), params)
-
-        def put(full, part):
-            return full.at[envs].set(part, mode="drop")
-
-        pending = pending.at[envs].set(False, mode="drop")
-        return pending, jax.tree.map(put, obs, obs_reset), jax.tree.map(put, next_states, state_reset)
-
-    _, obs, next_states = jax.lax.while_loop(
-        lambda carry: jnp.any(carry[0]), reset_next_done, (dones, obs, next_states)
-    )
-    return obs, next_states, rewards, dones, infos
+def step_and_next_level(rng: jax.Array, state: FreshLevelsState, action: jax.Array, params: EnvParams):
+    """`step`, then on done start the next of the env's fresh levels, so every episode plays a level of its own,
+    as auto-resetting to a level generated on the spot would, with no generation inside the step: the levels are
+    made in advance, all at once. An env that ends more episodes than it has levels starts over at its first;
+    `info["reused_level"]` flags such a reset. The returned obs is the new episode's first."""
+    obs, next_env, reward, done, info = step(rng, state.env, action, params)
+    num_levels = jax.tree.leaves(state.levels)[0].shape[0]
+    next_level = jax.tree.map(lambda x: x[state.started % num_levels], state.levels)
+    obs_reset, env_reset = reset_to_level(rng, next_level, params)
+    obs, next_env = _select(done, (obs_reset, env_reset), (obs, next_env))
+    info = {**info, "reused_level": done & (state.started >= num_levels)}
+    return obs, state.replace(env=next_env, started=state.started + done), reward, done, info

@@ -397,3 +397,18 @@ def test_carry_across_updates_starts_each_update_from_the_last_carry(tiny):
     after, metrics = jax.jit(functions.step)(runner)
     assert all(float(np.abs(c).max()) > 0 for c in after.carry), "the last rollout's carry is kept"
     assert np.isfinite(metrics["ppo/loss"]).all()
+
+
+def test_levels_made_per_env_are_counted_when_an_env_runs_out(tmp_path):
+    """Episodes of at most 2 steps over 16-step rollouts: 9 or more started per env (the last one as the rollout
+    ends), exactly 9 when none reaches the goal. With 9 fresh levels per env none is reused; with 2, every episode
+    after the second reuses one (train/reused_levels counts them)."""
+    reused = {}
+    for levels_per_env in (9, 2):
+        config = tiny_config(tmp_path, max_steps=2, levels_per_env=levels_per_env, log_interval=1, total_updates=1)
+        functions = dr.make_train(config)
+        _, metrics = jax.jit(functions.step)(jax.jit(functions.init)(seed_keys(config)))
+        reused[levels_per_env] = np.asarray(metrics["train/reused_levels"])[:, 0]
+    assert (reused[9] == 0.0).any(), "no seed reached the goal: no env needed a tenth level"
+    assert (reused[2] >= TINY["num_envs"] * (16 // 2 + 1 - 2)).all()
+    np.testing.assert_array_equal(reused[2] - reused[9], TINY["num_envs"] * 7)

@@ -23,7 +23,15 @@ from envs.levels import (
     validate_level,
     wall_count,
 )
-from envs.maze import EnvParams, make_level, reset_to_level, step, step_and_resample, step_and_resample_batch
+from envs.maze import (
+    EnvParams,
+    make_level,
+    reset_to_fresh_levels,
+    reset_to_level,
+    step,
+    step_and_next_level,
+    step_and_restart,
+)
 from envs.render import (
     GOAL_RGB,
     MIN_CELL_PIXELS,
@@ -42,23 +50,28 @@ SIMPLE = """
 """
 
 
-def test_dr_generator_distribution():
-    levels = jax.jit(jax.vmap(sample_dr_level))(jax.random.split(jax.random.key(0), 4000))
+def assert_dr_distribution(levels, n_walls: int = 60) -> None:
+    """13x13 levels (leading axis N, a few thousand) look drawn by DR's generator: the mean number of distinct
+    walls, agent and goal on free distinct cells, every cell about equally often (chi-square over 169 cells),
+    and every direction."""
     walls = np.asarray(jax.vmap(wall_count)(levels))
-    expected = 169 * (1 - (168 / 169) ** 60)  # distinct cells among 60 draws with replacement
-    assert abs(walls.mean() - expected) < 0.2, walls.mean()
+    expected = 169 * (1 - (168 / 169) ** n_walls)  # distinct cells among n_walls draws with replacement
+    assert abs(walls.mean() - expected) < 4 * walls.std() / np.sqrt(len(walls)), walls.mean()
     wall_maps = np.asarray(levels.wall_map)
     agent, goal = np.asarray(levels.agent_pos), np.asarray(levels.goal_pos)
     index = np.arange(len(walls))
     assert not wall_maps[index, agent[:, 1], agent[:, 0]].any()
     assert not wall_maps[index, goal[:, 1], goal[:, 0]].any()
     assert not (agent == goal).all(axis=1).any()
-    # Marginals: every cell holds the agent about equally often (chi-square over 169 cells).
     for positions in (agent, goal):
         counts = np.bincount(positions[:, 1] * 13 + positions[:, 0], minlength=169)
         chi2 = ((counts - counts.mean()) ** 2 / counts.mean()).sum()
         assert chi2 < 168 + 5 * np.sqrt(2 * 168), chi2
-    assert np.bincount(np.asarray(levels.agent_dir), minlength=4).min() > 900
+    assert np.bincount(np.asarray(levels.agent_dir), minlength=4).min() > len(walls) / 4 * 0.85
+
+
+def test_dr_generator_distribution():
+    assert_dr_distribution(jax.jit(jax.vmap(sample_dr_level))(jax.random.split(jax.random.key(0), 4000)))
 
 
 def test_empty_levels_have_no_walls():
@@ -204,57 +217,72 @@ def test_jit_vmap_shapes_and_sizes():
         params = EnvParams(max_steps=20)
         levels = jax.vmap(sample_dr_level, (0, None, None, None))(jax.random.split(jax.random.key(7), 3), size, size, 4)
         obs, state = jax.vmap(reset_to_level, (None, 0, None))(jax.random.key(0), levels, params)
-        sample = functools.partial(sample_dr_level, height=size, width=size, n_walls=4)
-        step_fn = jax.jit(jax.vmap(functools.partial(step_and_resample, params=params, sample_level=sample)))
+        step_fn = jax.jit(jax.vmap(functools.partial(step_and_restart, params=params)))
         obs, state, reward, done, _ = step_fn(jax.random.split(jax.random.key(8), 3), state, jnp.full(3, 2))
         assert obs.image.shape == (3, 5, 5, 3) and obs.image.dtype == jnp.float32
         assert reward.shape == (3,) and done.dtype == jnp.bool_ and state.level.wall_map.shape == (3, size, size)
 
 
-def test_resample_wrapper_starts_a_new_level_on_done():
-    params = EnvParams(max_steps=1)
-    level = level_from_text(SIMPLE)
-    _, state = reset_to_level(jax.random.key(0), level, params)
-    sample = functools.partial(sample_dr_level, height=3, width=4, n_walls=6)
-    _, next_state, _, done, _ = step_and_resample(jax.random.key(9), state, jnp.int32(0), params, sample)
-    assert bool(done) and int(next_state.time) == 0
-    assert not bool(levels_equal(next_state.level, level))
-    assert next_state.agent_pos.tolist() == next_state.level.agent_pos.tolist()
+def test_each_episode_starts_on_the_next_fresh_level():
+    """Against a plain-Python account of which level each episode plays: episodes end every 2 steps (max_steps 2),
+    each starts on the env's next fresh level with that level's first observation, and an env that has used all
+    of its 3 levels starts over at its first."""
+    params = EnvParams(max_steps=2)
+    levels = jax.vmap(functools.partial(sample_dr_level, height=5, width=5, n_walls=4))(
+        jax.random.split(jax.random.key(4), 3)
+    )
+    obs, state = reset_to_fresh_levels(None, levels, params)
+    step_env = jax.jit(functools.partial(step_and_next_level, params=params))
+    expected_level, episodes = 0, 1
+    for step_index in range(9):
+        obs, state, _, done, _ = step_env(None, state, jnp.int32(0))  # turning never reaches the goal
+        assert bool(done) == (step_index % 2 == 1)
+        if done:
+            expected_level, episodes = episodes % 3, episodes + 1
+        level = jax.tree.map(lambda x, i=expected_level: x[i], levels)
+        assert bool(levels_equal(state.env.level, level)) and int(state.started) == episodes
+        if done:
+            first_obs, _ = reset_to_level(None, level, params)
+            np.testing.assert_array_equal(obs.image, first_obs.image)
+            assert int(state.env.time) == 0 and state.env.agent_pos.tolist() == level.agent_pos.tolist()
 
 
-@pytest.mark.slow
-def test_batched_resample_equals_the_vmapped_wrapper():
-    """Same obs, states, rewards and dones as `vmap(step_and_resample)`, step after step, when more envs end
-    in one step than one pass generates (3 per pass; max_steps 3 ends all 10 envs together), and vmapped
-    over seeds as the training scripts run it."""
-    params = EnvParams(max_steps=3)
-    sample = functools.partial(sample_dr_level, height=7, width=7, n_walls=10)
-    reference = jax.vmap(functools.partial(step_and_resample, params=params, sample_level=sample))
-    batched = functools.partial(step_and_resample_batch, params=params, sample_level=sample, levels_per_pass=3)
+def test_auto_reset_plays_fresh_dr_levels():
+    """DR's auto-reset as dr.py runs it (levels made up front per env, taken one per episode): the levels that
+    episodes start on, over a random-policy rollout where episodes end every 4 steps, are all different and
+    distributed as the generator's own."""
+    num_envs, num_steps, params = 64, 200, EnvParams(max_steps=4)
+    keys = jax.random.split(jax.random.key(11), (num_envs, num_steps // 2))
+    fresh = jax.jit(jax.vmap(jax.vmap(sample_dr_level)))(keys)
 
-    def run(step_envs, rng):
-        levels = jax.vmap(sample)(jax.random.split(rng, 10))
-        _, state = jax.vmap(reset_to_level, (None, 0, None))(rng, levels, params)
+    @jax.jit
+    def rollout(rng):
+        obs, state = jax.vmap(reset_to_fresh_levels, (None, 0, None))(None, fresh, params)
 
         def one_step(state, rng_step):
-            rng_action, rng_env = jax.random.split(rng_step)
-            actions = jax.random.randint(rng_action, (10,), 0, 3)
-            obs, state, reward, done, info = step_envs(jax.random.split(rng_env, 10), state, actions)
-            return state, (obs, state, reward, done, info)
+            actions = jax.random.randint(rng_step, (num_envs,), 0, 3)
+            _, state, _, done, _ = jax.vmap(functools.partial(step_and_next_level, params=params))(
+                jax.random.split(rng_step, num_envs), state, actions
+            )
+            return state, (state.env.level, done)
 
-        return jax.lax.scan(one_step, state, jax.random.split(rng, 7))[1]
+        first = jax.tree.map(lambda x: x[:, 0], fresh)
+        end, (played, dones) = jax.lax.scan(one_step, state, jax.random.split(rng, num_steps))
+        return first, played, dones, end.started
 
-    seeds = jax.random.split(jax.random.key(5), 2)
-    expected = jax.jit(jax.vmap(functools.partial(run, reference)))(seeds)
-    got = jax.jit(jax.vmap(functools.partial(run, batched)))(seeds)
-    dones = np.asarray(expected[3])
-    assert dones.sum(axis=-1).max() > 3 and 0 < dones.mean() < 1
-    assert not np.array_equal(expected[1].level.wall_map[:, 0], expected[1].level.wall_map[:, -1])
-    for want, have in zip(jax.tree.leaves(expected), jax.tree.leaves(got), strict=True):
-        np.testing.assert_array_equal(np.asarray(have), np.asarray(want))
-    single = jax.jit(functools.partial(run, batched))(seeds[0])
-    for want, have in zip(jax.tree.leaves(expected), jax.tree.leaves(single), strict=True):
-        np.testing.assert_array_equal(np.asarray(have), np.asarray(want)[0])
+    first, played, dones, started = rollout(jax.random.key(12))
+    started_here = jax.tree.map(lambda x: np.asarray(x)[np.asarray(dones)], played)  # the level after each done
+    episode_levels = jax.tree.map(lambda a, b: np.concatenate([np.asarray(a), b]), first, started_here)
+    assert len(episode_levels.agent_dir) == int(np.asarray(started).sum()) > 3000
+    assert int(np.asarray(started).max()) <= num_steps // 2, "no env runs out of fresh levels here"
+    signatures = {
+        (walls.tobytes(), tuple(agent), tuple(goal))
+        for walls, agent, goal in zip(
+            episode_levels.wall_map, episode_levels.agent_pos, episode_levels.goal_pos, strict=True
+        )
+    }
+    assert len(signatures) == len(episode_levels.agent_dir), "every episode plays a level of its own"
+    assert_dr_distribution(episode_levels)
 
 
 def test_see_agent_and_custom_view_size():

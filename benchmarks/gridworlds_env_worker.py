@@ -1,6 +1,6 @@
 """Random-policy throughput of NAVIX and XLand-MiniGrid, the protocol of bench_env.py; run by `bench_gridworlds.py`
-with the Python of the gridworlds virtual environment (navix and xminigrid from PyPI on the project's own JAX),
-never imported by our code.
+with the Python of the gridworlds virtual environment (navix and xminigrid from PyPI on the project's own JAX), or by
+`gpu_suite.py` with its own (the peers installed beside the project's packages), never imported by our code.
 
 Both run their closest env to AMaze: an empty room with a random start, at AMaze's grid (13x13 free cells inside a
 wall border, 15x15 in all), 250-step episodes, a 5x5 view where the peer lets it be set, auto-reset as the peer
@@ -20,7 +20,9 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
+import types
 from importlib import metadata
 
 import jax
@@ -33,6 +35,11 @@ VIEW = 5
 
 
 def make_navix():
+    try:
+        import wandb.util  # noqa: F401 navix imports both at the top, for its experiments' logging only
+    except ImportError:  # a GPU machine may run without wandb: stand-ins that nothing here calls
+        sys.modules["wandb"] = types.ModuleType("wandb")
+        sys.modules["wandb.util"] = sys.modules["wandb"].util = types.ModuleType("wandb.util")
     import navix as nx
 
     nx.observations.set_radius(VIEW // 2)

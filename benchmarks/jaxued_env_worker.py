@@ -1,5 +1,6 @@
 """Random-policy throughput of JaxUED's Maze (the PyPI wheel, jaxued 0.0.1), the protocol of bench_env.py; run by
-`bench_jaxued.py` with the Python of the JaxUED virtual environment, never imported by our code.
+`bench_jaxued.py` with the Python of the JaxUED virtual environment, or by `gpu_suite.py` with its own (the project's
+jax, jaxued installed beside it), never imported by our code.
 
 The env is `jaxued.environments.Maze` as JaxUED's examples build it (13x13, agent view 5, normalized
 observations, 250-step episodes). `--wrapper resample` is `AutoResetWrapper` with `make_level_generator(13, 13,
@@ -24,6 +25,7 @@ import jax.numpy as jnp
 from jaxued.environments import Maze
 from jaxued.environments.maze import make_level_generator
 from jaxued.wrappers import AutoReplayWrapper, AutoResetWrapper
+from jaxued_worker import alias_tree_map
 
 SIZE = 13
 """examples/maze_*.py: Maze(max_height=13, max_width=13, ...)."""
@@ -64,6 +66,7 @@ def main() -> None:
     cli.add_argument("--n-walls", type=int, default=60)
     cli.add_argument("--wrapper", choices=["resample", "restart"], default="resample")
     options = cli.parse_args()
+    alias_tree_map(jax)
     for num_envs in options.num_envs:
         rollout = make_rollout(num_envs, options.num_steps, options.n_walls, options.wrapper == "restart")
         rng = jax.random.PRNGKey(0)

@@ -1,6 +1,7 @@
 """Time one JaxUED training script (examples/maze_{dr,plr,paired}.py of a DramaCow/jaxued checkout) at our benchmark
 protocol; run by `bench_jaxued.py` with the Python of the JaxUED virtual environment (the jaxued 0.0.1 wheel and its
-pinned stack), never imported by our code except for the pure helpers at the top.
+pinned stack) or by `gpu_suite.py` with its own (the project's jax, with `jax.tree_map` aliased for the wheel), never
+imported by our code except for the pure helpers at the top.
 
 The script runs unmodified: its own command line builds the config (`--method accel` is maze_plr.py
 `--use_accel`), then its `main` runs until it first calls its jitted `train_and_eval_step`. That call is caught
@@ -61,6 +62,13 @@ def mixed_seconds_per_update(replay_prob: float, s_replay: float, s_new: float, 
     return replay_prob * s_replay + (1 - replay_prob) * s_new
 
 
+def alias_tree_map(jax) -> None:
+    """jaxued 0.0.1 (the wheel) calls `jax.tree_map`, which jax removed after 0.4; the GPU suite runs the workers on
+    the project's jax."""
+    if not hasattr(jax, "tree_map"):
+        jax.tree_map = jax.tree_util.tree_map
+
+
 class _Captured(Exception):
     """Raised in place of the script's first `train_and_eval_step` call; carries the function and its state."""
 
@@ -91,6 +99,7 @@ def capture(repo: Path, method: str, extra_flags: list[str]):
     """Run the example's CLI and `main` up to its first train_and_eval_step: (closure, runner_state, config)."""
     import jax
 
+    alias_tree_map(jax)
     script, flags = METHODS[method]
     path = repo / "examples" / script
     sys.modules["wandb"] = _fake_wandb()

@@ -134,6 +134,8 @@ class Config:
     """Score prioritization of the replay distribution (rank suits MaxMC, which can be negative)."""
     rank_ties: Literal["shared", "slot_order"] = "shared"
     """Equal scores under rank prioritization: equal replay probability, or the first slot first (minimax)."""
+    buffer_insertion: Literal["batched", "sequential"] = "batched"
+    """Insert a batch of levels against one ranking of the buffer, or one after another, re-ranking (minimax)."""
     temperature: Annotated[float, POSITIVE] = 0.3
     """Temperature of the score prioritization."""
     staleness_coef: Annotated[float, FRACTION] = 0.5
@@ -469,15 +471,22 @@ def select(condition: jax.Array, on_true, on_false):
 
 
 # copied from algos/plr.py:buffer_metrics
-def buffer_metrics(buffer: level_buffer.LevelBuffer, settings: dict) -> dict:
-    probs = level_buffer.replay_probabilities(buffer, **settings)
+def buffer_metrics(buffer: level_buffer.LevelBuffer) -> dict:
     filled = buffer.filled.sum()
     return {
         "buffer/fill": level_buffer.fill_ratio(buffer),
         "buffer/mean_score": jnp.where(buffer.filled, buffer.scores, 0.0).sum() / jnp.maximum(filled, 1),
         "buffer/max_score": jnp.where(buffer.filled, buffer.scores, -jnp.inf).max(),
-        "buffer/weighted_staleness": (probs * buffer.ages).sum(),
     }
+
+
+# copied from algos/plr.py:chunk_end_metrics
+def chunk_end_metrics(buffer: level_buffer.LevelBuffer, settings: dict, num_updates: int) -> dict:
+    """Metrics of the buffer a chunk of `num_updates` updates ends with, at its last update (NaN at the others,
+    which the logs skip): the replay distribution takes a sort of the buffer, once per chunk rather than per update."""
+    probs = level_buffer.replay_probabilities(buffer, **settings)
+    at_end = lambda value: jnp.full(num_updates, jnp.nan).at[-1].set(value)  # noqa: E731
+    return {"buffer/weighted_staleness": at_end((probs * buffer.ages).sum())}
 
 
 def mutation_parents(levels: Level, scores: jax.Array, generations: jax.Array, criterion: str, subsample: int):
@@ -594,6 +603,7 @@ def make_train(config: Config) -> BatchedOverSeeds:
             active=finished,
             episodes=history.episodes,
             successes=history.successes,
+            insertion=config.buffer_insertion,
         )
         parents, parent_generations = mutation_parents(
             replay_levels, scores, buffer.mutations[slots], config.mutation_criterion, config.mutation_subsample_size
@@ -612,28 +622,16 @@ def make_train(config: Config) -> BatchedOverSeeds:
 
         learn = replay | config.exploratory_grad_updates
         train_state, ppo_metrics = jax.lax.cond(learn, ppo_step, no_ppo_step)
-        finite = (~learn | jnp.isfinite(ppo_metrics["ppo/loss"])) & all_finite(train_state.params)
-        nan = jnp.float32(jnp.nan)
-        levels_played = level_metrics(levels, "level")
+        finite = (~learn | jnp.isfinite(ppo_metrics["ppo/loss"])) & all_finite(
+            (train_state.params, train_state.opt_state)
+        )
         metrics = {
             **episode_metrics(transitions),
-            **{
-                key.replace("level/", "level_replay/"): jnp.where(replay, value, nan)
-                for key, value in levels_played.items()
-            },
-            **{
-                key.replace("level/", "level_new/"): jnp.where(replay | mutate, nan, value)
-                for key, value in levels_played.items()
-            },
-            **{
-                key.replace("level/", "level_mutant/"): jnp.where(mutate, value, nan)
-                for key, value in levels_played.items()
-            },
             "buffer/mutation_fraction": mutate.astype(jnp.float32),
-            "buffer/mutant_generation": jnp.where(mutate, mutation_generations.mean(dtype=jnp.float32), nan),
+            "buffer/mutant_generation": jnp.where(mutate, mutation_generations.mean(dtype=jnp.float32), jnp.nan),
             **mutation_metrics(buffer),
             **ppo_metrics,
-            **buffer_metrics(buffer, settings),
+            **buffer_metrics(buffer),
             "buffer/replay_fraction": replay.astype(jnp.float32),
             "buffer/level_score": scores.mean(),
             FINITE_METRIC: finite,
@@ -648,10 +646,24 @@ def make_train(config: Config) -> BatchedOverSeeds:
             update=runner.update + 1,
             student_updates=runner.student_updates + learn,
         )
-        return runner, metrics
+        return runner, (metrics, (levels, replay, mutate))
 
     def step_chunk(runner: RunnerState):
-        return jax.lax.scan(update, runner, None, run.log_interval)
+        runner, (metrics, (levels, replay, mutate)) = jax.lax.scan(update, runner, None, run.log_interval)
+        # LOGGING ONLY, once per chunk: the played levels' shortest paths (one batched search for the chunk's
+        # updates) by kind, and the replay distribution of the buffer the chunk ends with.
+        played = jax.vmap(lambda levels: level_metrics(levels, "level"))(levels)
+        nan = jnp.float32(jnp.nan)
+        return runner, {
+            **metrics,
+            **{key.replace("level/", "level_replay/"): jnp.where(replay, value, nan) for key, value in played.items()},
+            **{
+                key.replace("level/", "level_new/"): jnp.where(replay | mutate, nan, value)
+                for key, value in played.items()
+            },
+            **{key.replace("level/", "level_mutant/"): jnp.where(mutate, value, nan) for key, value in played.items()},
+            **chunk_end_metrics(runner.buffer, settings, run.log_interval),
+        }
 
     # EVAL
     eval_carry = initial_carry(run.eval_episodes, ppo.lstm_size)

@@ -133,6 +133,8 @@ class Config:
     """Score prioritization of the replay distribution (rank suits MaxMC, which can be negative)."""
     rank_ties: Literal["shared", "slot_order"] = "shared"
     """Equal scores under rank prioritization: equal replay probability, or the first slot first (minimax)."""
+    buffer_insertion: Literal["batched", "sequential"] = "batched"
+    """Insert a batch of levels against one ranking of the buffer, or one after another, re-ranking (minimax)."""
     temperature: Annotated[float, POSITIVE] = 0.3
     """Temperature of the score prioritization."""
     staleness_coef: Annotated[float, FRACTION] = 0.5
@@ -469,15 +471,22 @@ def select(condition: jax.Array, on_true, on_false):
 
 
 # copied from algos/plr.py:buffer_metrics
-def buffer_metrics(buffer: level_buffer.LevelBuffer, settings: dict) -> dict:
-    probs = level_buffer.replay_probabilities(buffer, **settings)
+def buffer_metrics(buffer: level_buffer.LevelBuffer) -> dict:
     filled = buffer.filled.sum()
     return {
         "buffer/fill": level_buffer.fill_ratio(buffer),
         "buffer/mean_score": jnp.where(buffer.filled, buffer.scores, 0.0).sum() / jnp.maximum(filled, 1),
         "buffer/max_score": jnp.where(buffer.filled, buffer.scores, -jnp.inf).max(),
-        "buffer/weighted_staleness": (probs * buffer.ages).sum(),
     }
+
+
+# copied from algos/plr.py:chunk_end_metrics
+def chunk_end_metrics(buffer: level_buffer.LevelBuffer, settings: dict, num_updates: int) -> dict:
+    """Metrics of the buffer a chunk of `num_updates` updates ends with, at its last update (NaN at the others,
+    which the logs skip): the replay distribution takes a sort of the buffer, once per chunk rather than per update."""
+    probs = level_buffer.replay_probabilities(buffer, **settings)
+    at_end = lambda value: jnp.full(num_updates, jnp.nan).at[-1].set(value)  # noqa: E731
+    return {"buffer/weighted_staleness": at_end((probs * buffer.ages).sum())}
 
 
 # copied from algos/accel.py:mutation_parents
@@ -603,6 +612,7 @@ def make_train(config: Config) -> BatchedOverSeeds:
             active=finished,
             episodes=history.episodes,
             successes=history.successes,
+            insertion=config.buffer_insertion,
         )
         # PPO UPDATE: only on the replay block, once the buffer is warm. At one seed the other branch is
         # skipped; vmapped over seeds, lax.cond computes both and selects.
@@ -617,21 +627,19 @@ def make_train(config: Config) -> BatchedOverSeeds:
             return runner.train_state, jax.tree.map(lambda m: jnp.full(m.shape, jnp.nan), metrics)
 
         train_state, ppo_metrics = jax.lax.cond(warm, ppo_step, no_ppo_step)
-        finite = (~warm | jnp.isfinite(ppo_metrics["ppo/loss"])) & all_finite(train_state.params)
-        nan = jnp.float32(jnp.nan)
+        finite = (~warm | jnp.isfinite(ppo_metrics["ppo/loss"])) & all_finite(
+            (train_state.params, train_state.opt_state)
+        )
         metrics = {
             **episode_metrics(replay_block[0]),
             **{
                 key.replace("train/", "train_new/"): value
                 for key, value in episode_metrics(jax.tree.map(lambda x: x[:, new_envs], transitions)).items()
             },
-            **level_metrics(new_levels, "level_new"),
-            **{key: jnp.where(warm, value, nan) for key, value in level_metrics(replay_levels, "level_replay").items()},
-            **level_metrics(mutants, "level_mutant"),
             "buffer/mutant_generation": (parent_generations + 1).mean(dtype=jnp.float32),
             **mutation_metrics(buffer),
             **ppo_metrics,
-            **buffer_metrics(buffer, settings),
+            **buffer_metrics(buffer),
             "buffer/replay_fraction": warm.astype(jnp.float32),
             "buffer/level_score": scores.mean(),
             FINITE_METRIC: finite,
@@ -643,10 +651,23 @@ def make_train(config: Config) -> BatchedOverSeeds:
             update=runner.update + 1,
             student_updates=runner.student_updates + warm,
         )
-        return runner, metrics
+        return runner, (metrics, (new_levels, replay_levels, mutants, warm))
 
     def step_chunk(runner: RunnerState):
-        return jax.lax.scan(update, runner, None, run.log_interval)
+        runner, (metrics, (new_levels, replay_levels, mutants, warm)) = jax.lax.scan(
+            update, runner, None, run.log_interval
+        )
+        # LOGGING ONLY, once per chunk: the played levels' shortest paths (one batched search for the chunk's
+        # updates) by block, and the replay distribution of the buffer the chunk ends with.
+        nan = jnp.float32(jnp.nan)
+        replayed = jax.vmap(lambda levels: level_metrics(levels, "level_replay"))(replay_levels)
+        return runner, {
+            **metrics,
+            **jax.vmap(lambda levels: level_metrics(levels, "level_new"))(new_levels),
+            **{key: jnp.where(warm, value, nan) for key, value in replayed.items()},
+            **jax.vmap(lambda levels: level_metrics(levels, "level_mutant"))(mutants),
+            **chunk_end_metrics(runner.buffer, settings, run.log_interval),
+        }
 
     # EVAL
     eval_carry = initial_carry(run.eval_episodes, ppo.lstm_size)

@@ -437,23 +437,19 @@ def make_train(config: Config) -> BatchedOverSeeds:
         train_state, ppo_metrics = ppo_update(
             rng_ppo, runner.train_state, network, carry, transitions, advantages, targets, ppo.settings
         )
-        finite = all_finite((ppo_metrics["ppo/loss"], train_state.params))
-        metrics = {
-            **episode_metrics(transitions),
-            **reused_levels(end.env_state),
-            **level_metrics(levels, "level"),
-            **ppo_metrics,
-            FINITE_METRIC: finite,
-        }
+        finite = all_finite((ppo_metrics["ppo/loss"], train_state.params, train_state.opt_state))
+        metrics = {**episode_metrics(transitions), **reused_levels(end.env_state), **ppo_metrics, FINITE_METRIC: finite}
         runner = runner.replace(
             train_state=train_state, rng=rng, update=runner.update + 1, student_updates=runner.student_updates + 1
         )
         if config.carry_across_updates:
             runner = runner.replace(carry=end.carry)
-        return runner, metrics
+        return runner, (metrics, levels)
 
     def step_chunk(runner: RunnerState):
-        return jax.lax.scan(update, runner, None, run.log_interval)
+        runner, (metrics, levels) = jax.lax.scan(update, runner, None, run.log_interval)
+        # LOGGING ONLY: the levels' shortest paths, one batched search for the chunk's updates rather than one each.
+        return runner, {**metrics, **jax.vmap(lambda played: level_metrics(played, "level"))(levels)}
 
     # EVAL
     eval_carry = initial_carry(run.eval_episodes, ppo.lstm_size)

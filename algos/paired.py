@@ -624,7 +624,9 @@ def make_train(config: Config) -> BatchedOverSeeds:
             config.teacher_ppo,
         )
         losses = (teacher_metrics["ppo/loss"], student_metrics["ppo/loss"])
-        finite = all_finite((students.params, teacher_state.params, losses))
+        finite = all_finite(
+            (students.params, students.opt_state, teacher_state.params, teacher_state.opt_state, losses)
+        )
         metrics = {
             "train/return": student_metrics["return"][0],
             "train/solve_rate": student_metrics["solve_rate"][0],
@@ -635,7 +637,6 @@ def make_train(config: Config) -> BatchedOverSeeds:
             },
             **{f"teacher/{key}": value for key, value in teacher_metrics.items()},
             "ued/score": score.mean(),
-            **level_metrics(levels, "level"),
             FINITE_METRIC: finite,
         }
         runner = runner.replace(
@@ -645,10 +646,12 @@ def make_train(config: Config) -> BatchedOverSeeds:
             update=runner.update + 1,
             student_updates=runner.student_updates + 1,
         )
-        return runner, metrics
+        return runner, (metrics, levels)
 
     def step_chunk(runner: RunnerState):
-        return jax.lax.scan(update, runner, None, run.log_interval)
+        runner, (metrics, levels) = jax.lax.scan(update, runner, None, run.log_interval)
+        # LOGGING ONLY: the levels' shortest paths, one batched search for the chunk's updates rather than one each.
+        return runner, {**metrics, **jax.vmap(lambda designed: level_metrics(designed, "level"))(levels)}
 
     def protagonist(runner: RunnerState):
         return jax.tree.map(lambda x: x[0], runner.students.params)

@@ -187,7 +187,7 @@ class Config:
         return round(self.buffer_fraction * self.ppo.num_envs)
 
 
-HEADLINE_METRICS = ("train/return", "sfl/buffer_learnability")
+HEADLINE_METRICS = ("train/return", "train_fresh/return", "sfl/buffer_learnability")
 """Metrics shown on the progress line (with the evaluation solve rates)."""
 
 
@@ -584,7 +584,7 @@ def make_train(config: Config) -> BatchedOverSeeds:
         train_state, ppo_metrics = ppo_update(
             rng_ppo, runner.train_state, network, carry, transitions, advantages, targets, ppo.settings
         )
-        finite = all_finite((ppo_metrics["ppo/loss"], train_state.params))
+        finite = all_finite((ppo_metrics["ppo/loss"], train_state.params, train_state.opt_state))
         block = lambda envs: jax.tree.map(lambda x: x[:, envs], transitions)  # noqa: E731
         metrics = {
             **episode_metrics(transitions),
@@ -596,7 +596,6 @@ def make_train(config: Config) -> BatchedOverSeeds:
                 key.replace("train/", "train_buffer/"): v
                 for key, v in episode_metrics(block(slice(fresh_envs, None))).items()
             },
-            **level_metrics(levels, "level"),
             **ppo_metrics,
             "sfl/buffer_learnability": runner.learnability.mean(),
             "sfl/buffer_max_learnability": runner.learnability.max(),
@@ -609,10 +608,12 @@ def make_train(config: Config) -> BatchedOverSeeds:
         runner = runner.replace(
             train_state=train_state, rng=rng, update=runner.update + 1, student_updates=runner.student_updates + 1
         )
-        return runner, metrics
+        return runner, (metrics, levels)
 
     def step_chunk(runner: RunnerState):
-        return jax.lax.scan(update, runner, None, run.log_interval)
+        runner, (metrics, levels) = jax.lax.scan(update, runner, None, run.log_interval)
+        # LOGGING ONLY: the levels' shortest paths, one batched search for the chunk's updates rather than one each.
+        return runner, {**metrics, **jax.vmap(lambda played: level_metrics(played, "level"))(levels)}
 
     def step_seeds(runner: RunnerState):
         return vmap_seeds(step_chunk)(refresh_seeds(runner))

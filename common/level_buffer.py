@@ -41,11 +41,11 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from envs.levels import levels_equal
 from envs.maze import Level
 
 Prioritization = Literal["rank", "proportional"]
 Ties = Literal["shared", "slot_order"]
+Insertion = Literal["batched", "sequential"]
 
 
 @struct.dataclass
@@ -129,6 +129,24 @@ def score_weights(
     return jnp.where(filled, weights, 0.0)
 
 
+def score_probabilities(
+    buffer: LevelBuffer, temperature: float, prioritization: Prioritization, ties: Ties = "shared"
+) -> jax.Array:
+    """float32[capacity]: P_score over filled slots. A score distribution with no mass (proportional with no positive
+    score) is uniform over filled slots rather than undefined."""
+    weights = score_weights(buffer.scores, buffer.filled, temperature, prioritization, ties)
+    uniform = buffer.filled / jnp.maximum(buffer.filled.sum(), 1)
+    return jnp.where(weights.sum() > 0, weights / jnp.maximum(weights.sum(), 1e-12), uniform)
+
+
+def with_staleness(score_probs: jax.Array, buffer: LevelBuffer, staleness_coef: float) -> jax.Array:
+    """The replay distribution from P_score and the slots' ages; with no stale slot the staleness term is P_score
+    (minimax)."""
+    ages = jnp.where(buffer.filled, buffer.ages, 0).astype(jnp.float32)
+    staleness_probs = jnp.where(ages.sum() > 0, ages / jnp.maximum(ages.sum(), 1e-12), score_probs)
+    return (1.0 - staleness_coef) * score_probs + staleness_coef * staleness_probs
+
+
 def replay_probabilities(
     buffer: LevelBuffer,
     temperature: float,
@@ -137,14 +155,7 @@ def replay_probabilities(
     ties: Ties = "shared",
 ) -> jax.Array:
     """float32[capacity]: P over filled slots (zeros while the buffer is empty)."""
-    weights = score_weights(buffer.scores, buffer.filled, temperature, prioritization, ties)
-    # A score distribution with no mass (proportional with no positive score) is uniform over filled slots
-    # rather than undefined; with no stale slot the staleness term is the score distribution (minimax).
-    uniform = buffer.filled / jnp.maximum(buffer.filled.sum(), 1)
-    score_probs = jnp.where(weights.sum() > 0, weights / jnp.maximum(weights.sum(), 1e-12), uniform)
-    ages = jnp.where(buffer.filled, buffer.ages, 0).astype(jnp.float32)
-    staleness_probs = jnp.where(ages.sum() > 0, ages / jnp.maximum(ages.sum(), 1e-12), score_probs)
-    return (1.0 - staleness_coef) * score_probs + staleness_coef * staleness_probs
+    return with_staleness(score_probabilities(buffer, temperature, prioritization, ties), buffer, staleness_coef)
 
 
 def record_draw(buffer: LevelBuffer, index: jax.Array) -> LevelBuffer:
@@ -169,30 +180,40 @@ def sample_replay(
 ) -> tuple[LevelBuffer, jax.Array]:
     """Draw `num_levels` slots one after another, each from the replay distribution of the buffer as the
     previous draws left it (`record_draw`). Returns (the aged buffer, slot indices [num_levels]). The keys
-    are minimax's (`rng, *keys = split(rng, num_levels + 1)`), so the same key draws the same slots."""
+    are minimax's (`rng, *keys = split(rng, num_levels + 1)`), so the same key draws the same slots.
+    Draws change only ages, so the score ranking is computed once and each draw redoes only the staleness term."""
+    score_probs = score_probabilities(buffer, temperature, prioritization, ties)
 
     def draw(buffer: LevelBuffer, rng_draw):
-        probs = replay_probabilities(buffer, temperature, staleness_coef, prioritization, ties)
+        probs = with_staleness(score_probs, buffer, staleness_coef)
         index = jax.random.choice(rng_draw, buffer.capacity, p=probs)
         return record_draw(buffer, index), index
 
     return jax.lax.scan(draw, buffer, jax.random.split(rng, num_levels + 1)[1:])
 
 
-def find_level(buffer: LevelBuffer, level: Level) -> tuple[jax.Array, jax.Array]:
-    """(found, slot index) of the first filled slot holding an equal level (walls, goal and agent position)."""
-    equal = jax.vmap(levels_equal, (0, None))(buffer.levels, level) & buffer.filled
-    return equal.any(), jnp.argmax(equal)
+def level_keys(levels: Level) -> jax.Array:
+    """uint32[..., K]: what `levels_equal` compares, packed (walls 32 cells to a word, then goal and agent
+    positions), so two levels are equal exactly when their keys are."""
+    walls = levels.wall_map.reshape(*levels.wall_map.shape[:-2], -1)
+    walls = jnp.pad(walls, [(0, 0)] * (walls.ndim - 1) + [(0, -walls.shape[-1] % 32)])
+    bits = walls.reshape(*walls.shape[:-1], -1, 32).astype(jnp.uint32) << jnp.arange(32, dtype=jnp.uint32)
+    words = bits.sum(-1, dtype=jnp.uint32)  # distinct powers of two: the sum is the bitwise or
+    positions = jnp.concatenate([levels.goal_pos, levels.agent_pos], -1).astype(jnp.uint32)
+    return jnp.concatenate([words, positions], -1)
 
 
 def match_levels(buffer: LevelBuffer, levels: Level) -> tuple[jax.Array, jax.Array]:
     """For a batch of levels: (int32[n] the first filled slot holding an equal level, or -1; bool[n] equal to
-    an earlier level of the batch). minimax's `dedupe_levels`, against the buffer before the batch."""
-    found, index = jax.lax.map(lambda level: find_level(buffer, level), levels)
-    same = jax.vmap(jax.vmap(levels_equal, (0, None)), (None, 0))(levels, levels)  # [n, n]
-    count = found.shape[0]
+    an earlier level of the batch). minimax's `dedupe_levels`, against the buffer before the batch, as one batched
+    comparison of packed keys (`level_keys`)."""
+    held, offered = level_keys(buffer.levels), level_keys(levels)
+    equal = (offered[:, None, :] == held[None, :, :]).all(-1) & buffer.filled  # [n, capacity]
+    same = (offered[:, None, :] == offered[None, :, :]).all(-1)  # [n, n]
+    count = offered.shape[0]
     earlier = jnp.arange(count)[None, :] < jnp.arange(count)[:, None]
-    return jnp.where(found, index, -1).astype(jnp.int32), (same & earlier).any(1)
+    matched = jnp.where(equal.any(1), jnp.argmax(equal, 1), -1).astype(jnp.int32)
+    return matched, (same & earlier).any(1)
 
 
 def first_occurrences(indices: jax.Array) -> jax.Array:
@@ -250,16 +271,22 @@ def insert_many(
     reset_age_on_insert: bool = False,
     episodes: jax.Array | None = None,
     successes: jax.Array | None = None,
+    insertion: Insertion = "batched",
 ) -> tuple[LevelBuffer, jax.Array]:
-    """Offer a batch of new levels to the buffer, one after another (minimax's `PLRManager.update` after
-    `dedupe_levels`). Inactive levels (no finished episode) and repeats of an earlier level of the batch are
-    skipped; a level equal to a filled slot (in the buffer before the batch) updates that slot's score and
-    max return; any other takes `next_slot` if that slot is empty or its score is at most the level's.
-    A level written over an evicted slot keeps that slot's age unless `reset_age_on_insert`. A replay batch
-    can go through it too (each replayed level matches its own slot and updates it, the first copy of a
-    slot drawn twice counting), which is how minimax updates both kinds of cycle with one call.
-    `episodes` and `successes` (int32[n], default 0) are the outcome counts to keep with each level, like
-    `max_returns`: its slot's counts before this play plus this rollout's (`slot_history`).
+    """Offer a batch of new levels to the buffer (minimax's `PLRManager.update` after `dedupe_levels`). Inactive
+    levels (no finished episode) and repeats of an earlier level of the batch are skipped; a level equal to a
+    filled slot (in the buffer before the batch) updates that slot's score and max return; any other takes an empty
+    slot, or evicts a filled one if its score is at least that slot's. A level written over an evicted slot keeps
+    that slot's age unless `reset_age_on_insert`. A replay batch can go through it too (each replayed level matches
+    its own slot and updates it, the first copy of a slot drawn twice counting), which is how minimax updates both
+    kinds of cycle with one call. `episodes` and `successes` (int32[n], default 0) are the outcome counts to keep
+    with each level, like `max_returns`: its slot's counts before this play plus this rollout's (`slot_history`).
+
+    `insertion="sequential"` is minimax's order, level after level, each new one taking `next_slot` of the buffer
+    as the previous ones left it (one ranking of the buffer per level). `"batched"` ranks the buffer once: the
+    updates land first, then the new levels fill the first empty slots in batch order and the rest, best score
+    first, challenge the filled slots least likely to be replayed, weakest first, one each (so a new level never
+    evicts another of its batch; docs/deviations.md).
     Returns (buffer, int32[n] the slot each level wrote or updated, -1 where none)."""
     count = scores.shape[0]
     if active is None:
@@ -269,6 +296,55 @@ def insert_many(
     matched, repeated = match_levels(buffer, levels)
     counts = active & ~repeated
     settings = (temperature, staleness_coef, prioritization, ties)
+    if insertion == "sequential":
+        return _insert_one_by_one(
+            buffer, levels, scores, max_returns, mutations, episodes, successes, matched, counts, settings,
+            reset_age_on_insert,
+        )  # fmt: skip
+
+    # Updates: distinct levels match distinct slots (equal levels of the batch are repeats), so they scatter at once.
+    update = counts & (matched >= 0)
+    target = jnp.where(update, matched, buffer.capacity)  # out of range: dropped
+    updated = buffer.replace(
+        scores=buffer.scores.at[target].set(scores, mode="drop"),
+        max_returns=buffer.max_returns.at[target].set(max_returns, mode="drop"),
+        episodes=buffer.episodes.at[target].set(episodes, mode="drop"),
+        successes=buffer.successes.at[target].set(successes, mode="drop"),
+    )
+    # New levels: the first empty slots in batch order, then the weakest filled slots, best new level first.
+    new = counts & (matched < 0)
+    num_empty = jnp.sum(~buffer.filled)
+    new_rank = jnp.cumsum(new) - 1
+    empty_slots = jnp.nonzero(~buffer.filled, size=count, fill_value=buffer.capacity)[0]
+    into_empty = new & (new_rank < num_empty)
+    challengers = new & ~into_empty
+    challenger_order = jnp.argsort(jnp.where(challengers, -scores, jnp.inf), stable=True)
+    challenger_rank = jnp.empty(count, jnp.int32).at[challenger_order].set(jnp.arange(count, dtype=jnp.int32))
+    probs = replay_probabilities(updated, *settings)
+    weakest = jnp.argsort(jnp.where(buffer.filled, probs, jnp.inf), stable=True)
+    weakest = jnp.pad(weakest, (0, max(count - buffer.capacity, 0)))[:count]
+    slot = jnp.where(into_empty, empty_slots[jnp.clip(new_rank, 0, count - 1)], weakest[challenger_rank])
+    has_slot = challenger_rank < jnp.sum(buffer.filled)
+    write = into_empty | (challengers & has_slot & (scores >= updated.scores[slot]))
+    target = jnp.where(write, slot, buffer.capacity)
+    age = jnp.where(reset_age_on_insert, 0, updated.ages[slot])
+    written = updated.replace(
+        levels=jax.tree.map(lambda slots, new: slots.at[target].set(new, mode="drop"), updated.levels, levels),
+        scores=updated.scores.at[target].set(scores, mode="drop"),
+        max_returns=updated.max_returns.at[target].set(max_returns, mode="drop"),
+        ages=updated.ages.at[target].set(age, mode="drop"),
+        filled=updated.filled.at[target].set(True, mode="drop"),
+        mutations=updated.mutations.at[target].set(mutations, mode="drop"),
+        episodes=updated.episodes.at[target].set(episodes, mode="drop"),
+        successes=updated.successes.at[target].set(successes, mode="drop"),
+    )
+    return written, jnp.where(update, matched, jnp.where(write, slot, -1)).astype(jnp.int32)
+
+
+def _insert_one_by_one(
+    buffer, levels, scores, max_returns, mutations, episodes, successes, matched, counts, settings, reset_age_on_insert
+):
+    """`insert_many`'s sequential order (minimax's), given the batch's matches and the levels that count."""
 
     def one(carry, new):
         buffer, written = carry  # written: bool[capacity], slots a level of this batch was written to

@@ -412,3 +412,24 @@ def test_levels_made_per_env_are_counted_when_an_env_runs_out(tmp_path):
     assert (reused[9] == 0.0).any(), "no seed reached the goal: no env needed a tenth level"
     assert (reused[2] >= TINY["num_envs"] * (16 // 2 + 1 - 2)).all()
     np.testing.assert_array_equal(reused[2] - reused[9], TINY["num_envs"] * 7)
+
+
+def test_the_health_check_covers_the_optimizer_state(tiny):
+    """An infinite Adam second moment leaves the parameters finite (the update divides by it) but poisons every
+    later step: the chunk is reported unhealthy before a checkpoint keeps it."""
+    config, _, init, step = tiny
+    runner = init(seed_keys(config))
+    _, healthy = step(runner)
+    assert np.asarray(healthy["health/finite"]).all()
+    adam = runner.train_state.opt_state[1][0]
+    poisoned = runner.replace(
+        train_state=runner.train_state.replace(
+            opt_state=(
+                runner.train_state.opt_state[0],
+                (adam._replace(nu=jax.tree.map(lambda x: x + np.inf, adam.nu)), *runner.train_state.opt_state[1][1:]),
+            )
+        )
+    )
+    after, metrics = step(poisoned)
+    assert all(np.isfinite(leaf).all() for leaf in jax.tree.leaves(after.train_state.params))
+    assert not np.asarray(metrics["health/finite"]).any()

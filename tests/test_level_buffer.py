@@ -96,6 +96,41 @@ class PythonBuffer:
         self.slots[target] = {"key": key, "score": score, "max_return": max_return, "age": age, "mutations": mutations}
         return target
 
+    def insert_batch(self, keys, scores, max_returns, mutations):
+        """The batched rule: repeats skipped, copies of filled slots update them, then new levels fill the empty
+        slots in batch order and the rest, best score first, challenge the least likely filled slots one each."""
+        slots, counting, seen = [-1] * len(keys), [], set()
+        for index, key in enumerate(keys):
+            if key not in seen:
+                seen.add(key)
+                counting.append(index)
+        held = {self.slots[i]["key"]: i for i in self.filled()}
+        new = [index for index in counting if keys[index] not in held]
+        for index in counting:
+            if keys[index] in held:
+                slots[index] = held[keys[index]]
+                self.update(slots[index], scores[index], max_returns[index])
+        empty, filled, probs = [i for i, slot in enumerate(self.slots) if slot is None], self.filled(), self.probs()
+        challengers = sorted(new[len(empty) :], key=lambda index: (-scores[index], index))
+        weakest = sorted(filled, key=lambda i: (probs[i], i))
+        writes = list(zip(new[: len(empty)], empty, strict=False))
+        writes += [
+            (index, i)
+            for index, i in zip(challengers, weakest, strict=False)
+            if scores[index] >= self.slots[i]["score"]
+        ]
+        for index, target in writes:
+            age = 0 if self.slots[target] is None or self.reset_age_on_insert else self.slots[target]["age"]
+            self.slots[target] = {
+                "key": keys[index],
+                "score": scores[index],
+                "max_return": max_returns[index],
+                "age": age,
+                "mutations": mutations[index],
+            }
+            slots[index] = target
+        return slots
+
     def update(self, index, score, max_return):
         self.slots[index]["score"] = score
         self.slots[index]["max_return"] = max_return
@@ -186,6 +221,54 @@ def test_random_sequences_match_plain_python(prioritization, ties, reset_age_on_
         operations[operation] += 1
         assert_same(buffer, reference)
     assert min(operations.values()) > 0, operations
+
+
+@pytest.mark.parametrize(("ties", "reset_age_on_insert"), [("shared", False), ("slot_order", True)])
+def test_batched_insertion_matches_plain_python(ties, reset_age_on_insert):
+    """Batches of 4 levels from a pool of 10 into 6 slots (repeats, copies of filled slots, evictions and rejections
+    all frequent), between draws and ageing, against the plain-Python batched rule."""
+    capacity, batch = 6, 4
+    pool = small_levels(10, seed=5)
+    rng = np.random.default_rng(6)
+    settings = dict(temperature=0.3, staleness_coef=0.3, prioritization="rank", ties=ties)
+    insert = jax.jit(functools.partial(lb.insert_many, **settings, reset_age_on_insert=reset_age_on_insert))
+    sample = jax.jit(functools.partial(lb.sample_replay, num_levels=2, **settings))
+    buffer = lb.empty_buffer(level_at(pool, 0), capacity)
+    reference = PythonBuffer(capacity, 0.3, 0.3, "rank", ties, reset_age_on_insert)
+    key, seen = jax.random.key(7), {"written": 0, "updated": 0, "rejected": 0, "evicted": 0}
+    for _ in range(60):
+        if reference.filled() and rng.uniform() < 0.3:
+            key, draw_key = jax.random.split(key)
+            buffer, drawn = sample(draw_key, buffer)
+            for index in np.asarray(drawn):
+                reference.drawn(int(index))
+        else:
+            indices = rng.integers(10, size=batch)
+            scores = [
+                float(rng.choice([0.0, 0.25])) if rng.uniform() < 0.4 else float(rng.uniform(-0.5, 1)) for _ in indices
+            ]
+            max_returns, mutations = rng.uniform(0, 1, batch).tolist(), rng.integers(3, size=batch).tolist()
+            keys = [level_key(level_at(pool, int(index))) for index in indices]
+            held_before = {reference.slots[i]["key"] for i in reference.filled()}
+            full_before = len(reference.filled()) == capacity
+            expected = reference.insert_batch(keys, scores, max_returns, mutations)
+            buffer, slots = insert(
+                buffer,
+                jax.tree.map(lambda x, i=indices: x[i], pool),
+                jnp.array(scores, jnp.float32),
+                jnp.array(max_returns, jnp.float32),
+                jnp.array(mutations, jnp.int32),
+            )
+            np.testing.assert_array_equal(slots, expected)
+            new = [k not in held_before for k in keys]
+            seen["updated"] += sum(slot >= 0 and not is_new for slot, is_new in zip(expected, new, strict=True))
+            seen["written"] += sum(slot >= 0 and is_new for slot, is_new in zip(expected, new, strict=True))
+            seen["rejected"] += sum(slot < 0 and is_new for slot, is_new in zip(expected, new, strict=True))
+            seen["evicted"] += full_before and any(
+                slot >= 0 and is_new for slot, is_new in zip(expected, new, strict=True)
+            )
+        assert_same(buffer, reference)
+    assert min(seen.values()) > 0, seen
 
 
 def test_full_buffer_replaces_the_least_likely_slot_only_when_the_score_is_high_enough():
@@ -387,7 +470,7 @@ class Jitted:
         self.age = jax.jit(lb.age_filled, static_argnums=1)
         self.match = jax.jit(lb.match_levels)
         self.next_slot = jax.jit(functools.partial(lb.next_slot, **settings))
-        self.insert = jax.jit(functools.partial(lb.insert_many, **settings))
+        self.insert = jax.jit(functools.partial(lb.insert_many, **settings, insertion="sequential"))
 
 
 def replay_cycle(buffer, data, prefix, batch, jitted: Jitted, where):
@@ -472,7 +555,9 @@ def plr_cycle_update(cycle, levels, scores, max_returns, finished, settings):
     kinds of cycle (a replayed level matches its own slot and updates it; levels whose rollout finished no
     episode are skipped)."""
     zeros = jnp.zeros(scores.shape[0], jnp.int32)
-    return lb.insert_many(cycle, levels, scores, max_returns, zeros, **settings, active=finished)[0]
+    return lb.insert_many(
+        cycle, levels, scores, max_returns, zeros, **settings, active=finished, insertion="sequential"
+    )[0]
 
 
 def test_plr_runner_bookkeeping_matches_minimax_tick_by_tick():

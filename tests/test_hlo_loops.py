@@ -1,0 +1,86 @@
+"""No host round trip inside a step, read off the compiled program: on a GPU a `while` whose trip count XLA does not
+know copies its condition to the host and waits for the device at every iteration, and so does a `conditional`.
+Every script's training chunk and evaluation, compiled on the CPU at tiny sizes, may hold only loops of known trip
+count, and conditionals only at the level of one update (inside the chunk's loop over updates, no deeper), like the
+one-seed PPO skip of the replay scripts."""
+
+import importlib
+import re
+
+import jax
+import pytest
+
+from common.config import with_flags
+from tests.test_cuda_lowering import SCRIPT_FLAGS, TINY
+
+COMPUTATION = re.compile(r"^(?:ENTRY )?%(\S+) ")
+CALLED = re.compile(r"(condition|body|calls|to_apply|true_computation|false_computation)=%([\w.\-]+)")
+BRANCHES = re.compile(r"branch_computations=\{([^}]*)\}")
+
+
+def loops_and_conditionals(hlo_text: str) -> tuple[list[str], list[tuple[str, int]]]:
+    """(each `while` without a known trip count, each `conditional` with the number of loops around it) of a
+    compiled module's text: computations are walked from the entry one, a loop's body and condition one level
+    deeper than the loop."""
+    computations, entry, current = {}, None, None
+    for line in hlo_text.splitlines():
+        header = COMPUTATION.match(line)
+        if header and line.rstrip().endswith("{"):
+            current = header.group(1)
+            computations[current] = []
+            entry = current if line.startswith("ENTRY") else entry
+        elif current and line.startswith("  "):
+            computations[current].append(line.strip())
+    unknown, conditionals, depths = [], [], {}
+
+    def visit(name: str, depth: int) -> None:
+        if depths.get(name, -1) >= depth:
+            return
+        depths[name] = depth
+        for instruction in computations.get(name, []):
+            if " while(" in instruction and "known_trip_count" not in instruction:
+                unknown.append(instruction[:160])
+            if " conditional(" in instruction:
+                conditionals.append((instruction[:160], depth))
+            for kind, callee in CALLED.findall(instruction):
+                visit(callee, depth + (kind in ("condition", "body")))
+            for group in BRANCHES.findall(instruction):
+                for callee in group.split(","):
+                    visit(callee.strip().lstrip("%"), depth)
+
+    visit(entry, 0)
+    return unknown, conditionals
+
+
+def compiled_text(function, *args) -> str:
+    return jax.jit(function).lower(*args).compile().as_text()
+
+
+def test_the_reader_finds_data_dependent_loops_and_nested_conditionals():
+    def halving(x):
+        return jax.lax.while_loop(lambda v: v > 1.0, lambda v: v / 2.0, x)
+
+    def nested_cond(x):
+        def body(_, v):
+            return jax.lax.cond(v > 0.5, lambda u: u * 0.9, lambda u: u + 0.1, v)
+
+        return jax.lax.fori_loop(0, 3, lambda i, v: jax.lax.fori_loop(0, 4, body, v), x)
+
+    unknown, _ = loops_and_conditionals(compiled_text(halving, 10.0))
+    assert len(unknown) == 1
+    unknown, conditionals = loops_and_conditionals(compiled_text(nested_cond, 0.3))
+    assert unknown == [] and [depth for _, depth in conditionals] == [2]
+
+
+@pytest.mark.parametrize("num_seeds", [1, pytest.param(2, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name", SCRIPT_FLAGS)
+def test_a_step_never_waits_on_the_host(name, num_seeds):
+    module = importlib.import_module(f"algos.{name}")
+    config = with_flags(module.Config(), **{**TINY, "num_seeds": num_seeds}, **SCRIPT_FLAGS[name])
+    functions = module.make_train(config)
+    runner = jax.eval_shape(functions.init, jax.random.split(jax.random.key(0), num_seeds))
+    unknown, conditionals = loops_and_conditionals(compiled_text(functions.step, runner))
+    assert unknown == [], f"{name}'s chunk has loops of unknown trip count: {unknown}"
+    assert all(depth <= 1 for _, depth in conditionals), f"{name}: conditionals below the update: {conditionals}"
+    unknown, conditionals = loops_and_conditionals(compiled_text(functions.evaluate, runner))
+    assert unknown == [] and conditionals == [], f"{name}'s evaluation: {unknown} {conditionals}"

@@ -135,8 +135,6 @@ class Config:
     """Score prioritization of the replay distribution (rank suits MaxMC, which can be negative)."""
     rank_ties: Literal["shared", "slot_order"] = "shared"
     """Equal scores under rank prioritization: equal replay probability, or the first slot first (minimax)."""
-    buffer_insertion: Literal["batched", "sequential"] = "batched"
-    """Insert a batch of levels against one ranking of the buffer, or one after another, re-ranking (minimax)."""
     temperature: Annotated[float, POSITIVE] = 0.3
     """Temperature of the score prioritization."""
     staleness_coef: Annotated[float, FRACTION] = 0.3
@@ -555,7 +553,6 @@ def make_train(config: Config) -> BatchedOverSeeds:
             active=finished,
             episodes=history.episodes,
             successes=history.successes,
-            insertion=config.buffer_insertion,
         )
 
         # PPO UPDATE: Robust PLR takes the step only on replay updates. At one seed the other branch is

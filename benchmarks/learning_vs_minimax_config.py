@@ -112,12 +112,10 @@ MINIMAX_BEHAVIOUR = {
     "plr": (
         Setting("maxmc_running_max", "(plr.py stores the last rollout's best return)", lambda _: False),
         Setting("rank_ties", "(plr.py ranks equal scores by slot: a stable argsort)", lambda _: "slot_order"),
-        Setting("buffer_insertion", "(plr.py inserts a batch's levels one after another)", lambda _: "sequential"),
     ),
     "accel": (
         Setting("maxmc_running_max", "(plr.py stores the last rollout's best return)", lambda _: False),
         Setting("rank_ties", "(plr.py ranks equal scores by slot: a stable argsort)", lambda _: "slot_order"),
-        Setting("buffer_insertion", "(plr.py inserts a batch's levels one after another)", lambda _: "sequential"),
     ),
     "paired": (Setting("teacher_lr", "lr", None),),  # paired_runner.py: `teacher_lr = lr if ... else lr`
 }

@@ -45,7 +45,6 @@ from envs.maze import Level
 
 Prioritization = Literal["rank", "proportional"]
 Ties = Literal["shared", "slot_order"]
-Insertion = Literal["batched", "sequential"]
 
 
 @struct.dataclass
@@ -100,41 +99,94 @@ def fill_ratio(buffer: LevelBuffer) -> jax.Array:
     return buffer.filled.mean(dtype=jnp.float32)
 
 
+class Ranking(NamedTuple):
+    """Where each filled slot stands under rank prioritization (int32[capacity] each; meaningless for empty slots)."""
+
+    above: (
+        jax.Array
+    )  # filled slots ranked above it: a higher score, or (slot_order ties) an equal one in an earlier slot
+    ties: jax.Array  # filled slots sharing its score, itself included (shared ties); 1 under slot_order
+
+
+def rank_slots(scores: jax.Array, filled: jax.Array, ties: Ties = "shared") -> Ranking:
+    """The ranking of the filled slots by score, highest first, from one sort (empty slots rank last)."""
+    capacity = scores.shape[0]
+    sort_keys = jnp.where(filled, -scores, jnp.inf)
+    order = jnp.argsort(sort_keys, stable=True)
+    unsort = lambda values: jnp.empty(capacity, jnp.int32).at[order].set(values)  # noqa: E731
+    positions = jnp.arange(capacity, dtype=jnp.int32)
+    if ties == "slot_order":
+        return Ranking(unsort(positions), jnp.ones(capacity, jnp.int32))
+    sorted_keys = sort_keys[order]
+    starts = jnp.concatenate([jnp.ones(1, bool), sorted_keys[1:] != sorted_keys[:-1]])
+    group = jnp.cumsum(starts) - 1
+    first = jax.ops.segment_min(positions, group, num_segments=capacity)
+    sizes = jax.ops.segment_sum(jnp.ones(capacity, jnp.int32), group, num_segments=capacity)
+    return Ranking(unsort(first[group]), unsort(sizes[group]))
+
+
+def rerank(ranking: Ranking, scores: jax.Array, filled: jax.Array, slot: jax.Array, score: jax.Array, ties: Ties):
+    """The ranking once `slot` holds a level scoring `score` (`scores` and `filled` as before): every other slot
+    moves by the one it gained above or beside it and the one it lost, so no sort is needed."""
+    index = jnp.arange(scores.shape[0])
+    was_filled = filled[slot]
+
+    def ahead(value):  # a level scoring `value` in `slot` ranks above each slot
+        above = value > scores
+        return above | ((value == scores) & (slot < index)) if ties == "slot_order" else above
+
+    others = filled & (index != slot)
+    above = ranking.above + ahead(score) - (was_filled & ahead(scores[slot]))
+    own_above = jnp.sum(others & ((scores > score) | ((scores == score) & (index < slot) & (ties == "slot_order"))))
+    if ties == "slot_order":
+        tied, own_ties = ranking.ties, 1
+    else:
+        tied = ranking.ties + (score == scores) - (was_filled & (scores[slot] == scores))
+        own_ties = 1 + jnp.sum(others & (scores == score))
+    return Ranking(
+        jnp.where(index == slot, own_above, above).astype(jnp.int32),
+        jnp.where(index == slot, own_ties, tied).astype(jnp.int32),
+    )
+
+
+def rank_weights(ranking: Ranking, temperature: float) -> jax.Array:
+    """The k-th highest score weighs (1/k)^(1/temperature); a group of equal scores (shared ties) shares the mean
+    weight of the ranks it spans, so it keeps the probability the slot order gave it, spread evenly (learnability
+    and exact regret tie often)."""
+    capacity = ranking.above.shape[0]
+    weights = (1.0 / jnp.arange(1, capacity + 1)) ** (1.0 / temperature)
+    cumulative = jnp.concatenate([jnp.zeros(1), jnp.cumsum(weights)])
+    shared = (cumulative[ranking.above + ranking.ties] - cumulative[ranking.above]) / ranking.ties
+    return jnp.where(ranking.ties == 1, weights[ranking.above], shared)
+
+
 def score_weights(
     scores: jax.Array,
     filled: jax.Array,
     temperature: float,
     prioritization: Prioritization,
     ties: Ties = "shared",
+    ranking: Ranking | None = None,
 ) -> jax.Array:
-    """Unnormalized score weights of filled slots (0 for empty ones)."""
+    """Unnormalized score weights of filled slots (0 for empty ones); rank prioritization reads `ranking` when given
+    (kept up to date by `rerank`), else ranks the slots."""
     if prioritization == "rank":
-        # Rank 1 is the highest score among filled slots (a stable sort: ties in slot order).
-        capacity = scores.shape[0]
-        sort_keys = jnp.where(filled, -scores, jnp.inf)
-        order = jnp.argsort(sort_keys, stable=True)
-        rank_weights = (1.0 / jnp.arange(1, capacity + 1)) ** (1.0 / temperature)
-        if ties == "shared":
-            # Each run of equal scores shares the mean weight of the ranks it spans: the group keeps the
-            # probability the slot order gave it, spread evenly (learnability and exact regret tie often).
-            sorted_keys = sort_keys[order]
-            starts = jnp.concatenate([jnp.ones(1, bool), sorted_keys[1:] != sorted_keys[:-1]])
-            group = jnp.cumsum(starts) - 1
-            totals = jax.ops.segment_sum(rank_weights, group, num_segments=capacity)
-            sizes = jax.ops.segment_sum(jnp.ones(capacity), group, num_segments=capacity)
-            rank_weights = (totals / jnp.maximum(sizes, 1.0))[group]
-        weights = jnp.empty_like(rank_weights).at[order].set(rank_weights)
+        weights = rank_weights(rank_slots(scores, filled, ties) if ranking is None else ranking, temperature)
     else:
         weights = jnp.maximum(scores, 0.0) ** (1.0 / temperature)
     return jnp.where(filled, weights, 0.0)
 
 
 def score_probabilities(
-    buffer: LevelBuffer, temperature: float, prioritization: Prioritization, ties: Ties = "shared"
+    buffer: LevelBuffer,
+    temperature: float,
+    prioritization: Prioritization,
+    ties: Ties = "shared",
+    ranking: Ranking | None = None,
 ) -> jax.Array:
     """float32[capacity]: P_score over filled slots. A score distribution with no mass (proportional with no positive
     score) is uniform over filled slots rather than undefined."""
-    weights = score_weights(buffer.scores, buffer.filled, temperature, prioritization, ties)
+    weights = score_weights(buffer.scores, buffer.filled, temperature, prioritization, ties, ranking)
     uniform = buffer.filled / jnp.maximum(buffer.filled.sum(), 1)
     return jnp.where(weights.sum() > 0, weights / jnp.maximum(weights.sum(), 1e-12), uniform)
 
@@ -153,9 +205,11 @@ def replay_probabilities(
     staleness_coef: float,
     prioritization: Prioritization,
     ties: Ties = "shared",
+    ranking: Ranking | None = None,
 ) -> jax.Array:
-    """float32[capacity]: P over filled slots (zeros while the buffer is empty)."""
-    return with_staleness(score_probabilities(buffer, temperature, prioritization, ties), buffer, staleness_coef)
+    """float32[capacity]: P over filled slots (zeros while the buffer is empty); `ranking` as in `score_weights`."""
+    score_probs = score_probabilities(buffer, temperature, prioritization, ties, ranking)
+    return with_staleness(score_probs, buffer, staleness_coef)
 
 
 def record_draw(buffer: LevelBuffer, index: jax.Array) -> LevelBuffer:
@@ -250,9 +304,10 @@ def next_slot(
     staleness_coef: float,
     prioritization: Prioritization,
     ties: Ties = "shared",
+    ranking: Ranking | None = None,
 ):
     """The slot a new level would take: the first empty one, else the filled one least likely to be replayed."""
-    probs = replay_probabilities(buffer, temperature, staleness_coef, prioritization, ties)
+    probs = replay_probabilities(buffer, temperature, staleness_coef, prioritization, ties, ranking)
     weakest = jnp.argmin(jnp.where(buffer.filled, probs, jnp.inf))
     return jnp.where(buffer.filled.all(), weakest, jnp.argmin(buffer.filled))
 
@@ -271,22 +326,18 @@ def insert_many(
     reset_age_on_insert: bool = False,
     episodes: jax.Array | None = None,
     successes: jax.Array | None = None,
-    insertion: Insertion = "batched",
 ) -> tuple[LevelBuffer, jax.Array]:
-    """Offer a batch of new levels to the buffer (minimax's `PLRManager.update` after `dedupe_levels`). Inactive
-    levels (no finished episode) and repeats of an earlier level of the batch are skipped; a level equal to a
-    filled slot (in the buffer before the batch) updates that slot's score and max return; any other takes an empty
-    slot, or evicts a filled one if its score is at least that slot's. A level written over an evicted slot keeps
-    that slot's age unless `reset_age_on_insert`. A replay batch can go through it too (each replayed level matches
-    its own slot and updates it, the first copy of a slot drawn twice counting), which is how minimax updates both
-    kinds of cycle with one call. `episodes` and `successes` (int32[n], default 0) are the outcome counts to keep
-    with each level, like `max_returns`: its slot's counts before this play plus this rollout's (`slot_history`).
-
-    `insertion="sequential"` is minimax's order, level after level, each new one taking `next_slot` of the buffer
-    as the previous ones left it (one ranking of the buffer per level). `"batched"` ranks the buffer once: the
-    updates land first, then the new levels fill the first empty slots in batch order and the rest, best score
-    first, challenge the filled slots least likely to be replayed, weakest first, one each (so a new level never
-    evicts another of its batch; docs/deviations.md).
+    """Offer a batch of new levels to the buffer, one after another (minimax's `PLRManager.update` after
+    `dedupe_levels`). Inactive levels (no finished episode) and repeats of an earlier level of the batch are
+    skipped; a level equal to a filled slot (in the buffer before the batch) updates that slot's score and
+    max return; any other takes `next_slot` if that slot is empty or its score is at most the level's.
+    A level written over an evicted slot keeps that slot's age unless `reset_age_on_insert`. A replay batch
+    can go through it too (each replayed level matches its own slot and updates it, the first copy of a
+    slot drawn twice counting), which is how minimax updates both kinds of cycle with one call.
+    `episodes` and `successes` (int32[n], default 0) are the outcome counts to keep with each level, like
+    `max_returns`: its slot's counts before this play plus this rollout's (`slot_history`).
+    The buffer is ranked once (`rank_slots`); each level then moves the ranks by what it changed (`rerank`), so
+    each `next_slot` costs elementwise work over the slots rather than a sort.
     Returns (buffer, int32[n] the slot each level wrote or updated, -1 where none)."""
     count = scores.shape[0]
     if active is None:
@@ -296,65 +347,18 @@ def insert_many(
     matched, repeated = match_levels(buffer, levels)
     counts = active & ~repeated
     settings = (temperature, staleness_coef, prioritization, ties)
-    if insertion == "sequential":
-        return _insert_one_by_one(
-            buffer, levels, scores, max_returns, mutations, episodes, successes, matched, counts, settings,
-            reset_age_on_insert,
-        )  # fmt: skip
-
-    # Updates: distinct levels match distinct slots (equal levels of the batch are repeats), so they scatter at once.
-    update = counts & (matched >= 0)
-    target = jnp.where(update, matched, buffer.capacity)  # out of range: dropped
-    updated = buffer.replace(
-        scores=buffer.scores.at[target].set(scores, mode="drop"),
-        max_returns=buffer.max_returns.at[target].set(max_returns, mode="drop"),
-        episodes=buffer.episodes.at[target].set(episodes, mode="drop"),
-        successes=buffer.successes.at[target].set(successes, mode="drop"),
-    )
-    # New levels: the first empty slots in batch order, then the weakest filled slots, best new level first.
-    new = counts & (matched < 0)
-    num_empty = jnp.sum(~buffer.filled)
-    new_rank = jnp.cumsum(new) - 1
-    empty_slots = jnp.nonzero(~buffer.filled, size=count, fill_value=buffer.capacity)[0]
-    into_empty = new & (new_rank < num_empty)
-    challengers = new & ~into_empty
-    challenger_order = jnp.argsort(jnp.where(challengers, -scores, jnp.inf), stable=True)
-    challenger_rank = jnp.empty(count, jnp.int32).at[challenger_order].set(jnp.arange(count, dtype=jnp.int32))
-    probs = replay_probabilities(updated, *settings)
-    weakest = jnp.argsort(jnp.where(buffer.filled, probs, jnp.inf), stable=True)
-    weakest = jnp.pad(weakest, (0, max(count - buffer.capacity, 0)))[:count]
-    slot = jnp.where(into_empty, empty_slots[jnp.clip(new_rank, 0, count - 1)], weakest[challenger_rank])
-    has_slot = challenger_rank < jnp.sum(buffer.filled)
-    write = into_empty | (challengers & has_slot & (scores >= updated.scores[slot]))
-    target = jnp.where(write, slot, buffer.capacity)
-    age = jnp.where(reset_age_on_insert, 0, updated.ages[slot])
-    written = updated.replace(
-        levels=jax.tree.map(lambda slots, new: slots.at[target].set(new, mode="drop"), updated.levels, levels),
-        scores=updated.scores.at[target].set(scores, mode="drop"),
-        max_returns=updated.max_returns.at[target].set(max_returns, mode="drop"),
-        ages=updated.ages.at[target].set(age, mode="drop"),
-        filled=updated.filled.at[target].set(True, mode="drop"),
-        mutations=updated.mutations.at[target].set(mutations, mode="drop"),
-        episodes=updated.episodes.at[target].set(episodes, mode="drop"),
-        successes=updated.successes.at[target].set(successes, mode="drop"),
-    )
-    return written, jnp.where(update, matched, jnp.where(write, slot, -1)).astype(jnp.int32)
-
-
-def _insert_one_by_one(
-    buffer, levels, scores, max_returns, mutations, episodes, successes, matched, counts, settings, reset_age_on_insert
-):
-    """`insert_many`'s sequential order (minimax's), given the batch's matches and the levels that count."""
 
     def one(carry, new):
-        buffer, written = carry  # written: bool[capacity], slots a level of this batch was written to
+        buffer, written, ranking = carry  # written: bool[capacity], slots a level of this batch was written to
         level, score, max_return, generation, finished, solved, match, counts = new
         is_new = match < 0
-        target = jnp.where(is_new, next_slot(buffer, *settings), match)
+        target = jnp.where(is_new, next_slot(buffer, *settings, ranking=ranking), match)
         update = counts & ~is_new & ~written[target]
         # minimax's edge case: a copy of a slot that an earlier level of this batch evicted competes for it.
         write = counts & (~buffer.filled[target] | (score >= buffer.scores[target])) & ~update
         touched = update | write
+        reranked = rerank(ranking, buffer.scores, buffer.filled, target, score, ties)
+        ranking = jax.tree.map(lambda after, before: jnp.where(touched, after, before), reranked, ranking)
         age = jnp.where(reset_age_on_insert, 0, buffer.ages[target])
         buffer = LevelBuffer(
             levels=jax.tree.map(
@@ -369,12 +373,11 @@ def _insert_one_by_one(
             successes=buffer.successes.at[target].set(jnp.where(touched, solved, buffer.successes[target])),
         )
         written = written.at[target].set(written[target] | write)
-        return (buffer, written), jnp.where(touched, target, -1).astype(jnp.int32)
+        return (buffer, written, ranking), jnp.where(touched, target, -1).astype(jnp.int32)
 
-    (buffer, _), slots = jax.lax.scan(
-        one,
-        (buffer, jnp.zeros(buffer.capacity, bool)),
-        (levels, scores, max_returns, mutations, episodes, successes, matched, counts),
+    start = (buffer, jnp.zeros(buffer.capacity, bool), rank_slots(buffer.scores, buffer.filled, ties))
+    (buffer, _, _), slots = jax.lax.scan(
+        one, start, (levels, scores, max_returns, mutations, episodes, successes, matched, counts)
     )
     return buffer, slots
 

@@ -97,38 +97,39 @@ class PythonBuffer:
         return target
 
     def insert_batch(self, keys, scores, max_returns, mutations):
-        """The batched rule: repeats skipped, copies of filled slots update them, then new levels fill the empty
-        slots in batch order and the rest, best score first, challenge the least likely filled slots one each."""
-        slots, counting, seen = [-1] * len(keys), [], set()
-        for index, key in enumerate(keys):
-            if key not in seen:
-                seen.add(key)
-                counting.append(index)
+        """A batch, as minimax's `update` after `dedupe_levels`: repeats of an earlier level of the batch are
+        skipped; a copy of a slot filled before the batch updates it (unless a level of this batch was written
+        there: it then competes like a new level); the others are inserted one after another."""
+        slots, seen, written = [-1] * len(keys), set(), set()
         held = {self.slots[i]["key"]: i for i in self.filled()}
-        new = [index for index in counting if keys[index] not in held]
-        for index in counting:
-            if keys[index] in held:
-                slots[index] = held[keys[index]]
-                self.update(slots[index], scores[index], max_returns[index])
-        empty, filled, probs = [i for i, slot in enumerate(self.slots) if slot is None], self.filled(), self.probs()
-        challengers = sorted(new[len(empty) :], key=lambda index: (-scores[index], index))
-        weakest = sorted(filled, key=lambda i: (probs[i], i))
-        writes = list(zip(new[: len(empty)], empty, strict=False))
-        writes += [
-            (index, i)
-            for index, i in zip(challengers, weakest, strict=False)
-            if scores[index] >= self.slots[i]["score"]
-        ]
-        for index, target in writes:
+        for index, key in enumerate(keys):
+            if key in seen:
+                continue
+            seen.add(key)
+            if key in held and held[key] not in written:
+                slots[index] = held[key]
+                self.update(held[key], scores[index], max_returns[index])
+                continue
+            empty = [i for i, slot in enumerate(self.slots) if slot is None]
+            if key in held:
+                target = held[key]
+            elif empty:
+                target = empty[0]
+            else:
+                probs = self.probs()
+                target = min(self.filled(), key=lambda i, probs=probs: (probs[i], i))
+            if self.slots[target] is not None and scores[index] < self.slots[target]["score"]:
+                continue
             age = 0 if self.slots[target] is None or self.reset_age_on_insert else self.slots[target]["age"]
             self.slots[target] = {
-                "key": keys[index],
+                "key": key,
                 "score": scores[index],
                 "max_return": max_returns[index],
                 "age": age,
                 "mutations": mutations[index],
             }
             slots[index] = target
+            written.add(target)
         return slots
 
     def update(self, index, score, max_return):
@@ -224,9 +225,10 @@ def test_random_sequences_match_plain_python(prioritization, ties, reset_age_on_
 
 
 @pytest.mark.parametrize(("ties", "reset_age_on_insert"), [("shared", False), ("slot_order", True)])
-def test_batched_insertion_matches_plain_python(ties, reset_age_on_insert):
+def test_batches_match_plain_python(ties, reset_age_on_insert):
     """Batches of 4 levels from a pool of 10 into 6 slots (repeats, copies of filled slots, evictions and rejections
-    all frequent), between draws and ageing, against the plain-Python batched rule."""
+    all frequent, equal scores too), between draws, against the plain-Python batch rule: the ranking `insert_many`
+    keeps up to date level by level (`rerank`) picks the slots a fresh ranking would."""
     capacity, batch = 6, 4
     pool = small_levels(10, seed=5)
     rng = np.random.default_rng(6)
@@ -470,7 +472,7 @@ class Jitted:
         self.age = jax.jit(lb.age_filled, static_argnums=1)
         self.match = jax.jit(lb.match_levels)
         self.next_slot = jax.jit(functools.partial(lb.next_slot, **settings))
-        self.insert = jax.jit(functools.partial(lb.insert_many, **settings, insertion="sequential"))
+        self.insert = jax.jit(functools.partial(lb.insert_many, **settings))
 
 
 def replay_cycle(buffer, data, prefix, batch, jitted: Jitted, where):
@@ -555,9 +557,7 @@ def plr_cycle_update(cycle, levels, scores, max_returns, finished, settings):
     kinds of cycle (a replayed level matches its own slot and updates it; levels whose rollout finished no
     episode are skipped)."""
     zeros = jnp.zeros(scores.shape[0], jnp.int32)
-    return lb.insert_many(
-        cycle, levels, scores, max_returns, zeros, **settings, active=finished, insertion="sequential"
-    )[0]
+    return lb.insert_many(cycle, levels, scores, max_returns, zeros, **settings, active=finished)[0]
 
 
 def test_plr_runner_bookkeeping_matches_minimax_tick_by_tick():

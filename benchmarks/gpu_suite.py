@@ -13,8 +13,9 @@ themselves take seconds.
 1. `methods` (7 min): every algos/ script at the paper configuration (32 envs x 256 steps, LSTM-256, one seed),
    `benchmarks/bench_algos.py:measure` (AOT compile timed apart, replay buffers full, median of timed calls).
 2. `seeds` (4 min): DR and ACCEL at 1, 8 and 64 vmapped seeds, the same measure.
-3. `env` (0.5 min): AMaze alone with DR's fresh levels and a random policy reading every observation, 1,024 to
-   65,536 envs, `benchmarks/bench_env.py:measure`.
+3. `env` (1 min): AMaze alone with DR's fresh levels and a random policy reading every observation, 1,024 to
+   65,536 envs, `benchmarks/bench_env.py:measure`, with dr.py's levels per env (one per 4 steps, for trained agents)
+   and with the few a random policy uses (the peers stage's setting).
 4. `unroll` (4.5 min): DR and ACCEL, one seed, with the rollout and LSTM scans unrolled 1, 4, 8 and 16 steps per
    loop iteration (`--unroll`); every record has its compile time, which unrolling lengthens. 64 seeds at unroll 1
    and 8 would add about 4 minutes and are left out of the 25 (the seeds stage's 64 is unroll 8 on a GPU;
@@ -208,7 +209,14 @@ def algo_setting(label: str, sizes: Sizes, name: str, num_seeds: int, unroll: in
     )
 
 
-def env_setting(label: str, sizes: Sizes, num_envs: int, wrapper: str, size: int, n_walls: int) -> Setting:
+RANDOM_POLICY_LEVELS = 4
+"""Fresh levels per env a random policy's 256-step rollout needs (it ends about 1.3 episodes per env; the JSON line
+counts episodes that reused a level), against dr.py's default of one per 4 steps, made for trained agents."""
+
+
+def env_setting(
+    label: str, sizes: Sizes, num_envs: int, wrapper: str, size: int, n_walls: int, levels_per_env: int | None = None
+) -> Setting:
     env_args = bench_env.Args(
         num_envs=(num_envs,),
         num_steps=sizes.env_steps,
@@ -216,8 +224,10 @@ def env_setting(label: str, sizes: Sizes, num_envs: int, wrapper: str, size: int
         size=size,
         n_walls=n_walls,
         wrapper=wrapper,
+        levels_per_env=levels_per_env,
     )
-    return Setting(label, lambda: bench_env.measure(env_args, num_envs), key=("env", wrapper, size, n_walls, num_envs))
+    key = ("env", wrapper, size, n_walls, num_envs, levels_per_env)
+    return Setting(label, lambda: bench_env.measure(env_args, num_envs), key=key)
 
 
 def run_worker(command: list[str], env: dict[str, str] | None = None) -> dict:
@@ -278,7 +288,9 @@ def peer_settings(sizes: Sizes, args: Args) -> list[Setting]:
             for wrapper in ("resample", "restart"):
                 command = [str(BENCHMARKS / "jaxued_env_worker.py"), "--num-envs", str(count), *env_flags]
                 command += ["--wrapper", wrapper, "--n-walls", str(PEER_WALLS)]
-                ours = env_setting(f"ours {wrapper} {count}", sizes, count, wrapper, PEER_MAZE_SIZE, PEER_WALLS)
+                ours = env_setting(
+                    f"ours {wrapper} {count}", sizes, count, wrapper, PEER_MAZE_SIZE, PEER_WALLS, RANDOM_POLICY_LEVELS
+                )
                 compare(ours, Setting(f"JaxUED {wrapper} {count}", lambda c=command: run_worker(c), versus=ours.label))
     for package, name in (("navix", "NAVIX"), ("xminigrid", "XLand-MiniGrid")):
         if problem := import_problem(package):
@@ -286,7 +298,7 @@ def peer_settings(sizes: Sizes, args: Args) -> list[Setting]:
             continue
         for count in sizes.peer_env_counts:
             command = [str(BENCHMARKS / "gridworlds_env_worker.py"), "--peer", package, "--num-envs", str(count)]
-            ours = env_setting(f"ours empty {count}", sizes, count, "resample", PEER_MAZE_SIZE, 0)
+            ours = env_setting(f"ours empty {count}", sizes, count, "resample", PEER_MAZE_SIZE, 0, RANDOM_POLICY_LEVELS)
             compare(ours, Setting(f"{name} {count}", lambda c=command + env_flags: run_worker(c), versus=ours.label))
     problem = jaxued_problem or (
         None if args.jaxued_repo else "no --jaxued-repo (a checkout of github.com/DramaCow/jaxued)"
@@ -315,8 +327,9 @@ def settings(stage: Stage, sizes: Sizes, args: Args) -> list[Setting]:
         ]
     if stage == "env":
         return [
-            env_setting(f"env {count}", sizes, count, "resample", sizes.maze_size, sizes.n_walls)
+            env_setting(f"env {count}{suffix}", sizes, count, "resample", sizes.maze_size, sizes.n_walls, levels)
             for count in sizes.env_counts
+            for suffix, levels in (("", None), (f", {RANDOM_POLICY_LEVELS} levels per env", RANDOM_POLICY_LEVELS))
         ]
     if stage == "unroll":
         return [

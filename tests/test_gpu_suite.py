@@ -34,7 +34,7 @@ def test_smoke_suite_writes_every_stage(tmp_path):
     assert [r["setting"] for r in records["seeds"]] == ["dr x1", "dr x2"]
     assert [r["num_seeds"] for r in records["seeds"]] == [1, 2]
     assert records["seeds"][0]["same_as"] == "methods dr" and "same_as" not in records["seeds"][1]
-    assert [r["setting"] for r in records["env"]] == ["env 8"]
+    assert [r["setting"] for r in records["env"]] == ["env 8", "env 8, 4 levels per env"]
     assert [r["setting"] for r in records["unroll"]] == ["dr unroll 1", "dr unroll 2"]
     assert [r["unroll"] for r in records["unroll"]] == [1, 2] and records["unroll"][1]["config"]["unroll"] == 2
     assert ["same_as" in r for r in records["unroll"]] == [CPU_UNROLL == 1, CPU_UNROLL == 2]

@@ -51,8 +51,8 @@ from common.config import (  # noqa: E402
     range_problems,
     run_problems,
 )
-from common.contract import FINITE_METRIC, BatchedOverSeeds, all_finite  # noqa: E402
-from common.devices import make_placement, map_seeds, scan_unroll, vmap_seeds  # noqa: E402
+from common.contract import FINITE_METRIC, BatchedOverSeeds, all_finite, over_seeds  # noqa: E402
+from common.devices import make_placement, scan_unroll  # noqa: E402
 from common.heldout_eval import heldout_evaluator  # noqa: E402
 from envs.levels import mutate_level, optimal_steps, sample_dr_level, shortest_path_length, wall_count  # noqa: E402
 from envs.maze import NUM_ACTIONS, EnvParams, Level, Observation, reset_to_level, step_and_restart  # noqa: E402
@@ -675,18 +675,14 @@ def make_train(config: Config) -> BatchedOverSeeds:
             "mutations": buffer.mutations[top],
         }
 
-    step_seeds, evaluate_seeds = vmap_seeds(step_chunk), jax.vmap(evaluate_runner)
-    init_seeds = map_seeds(init)
-    train = driver.whole_run(init_seeds, step_seeds, evaluate_seeds, run)
-    return BatchedOverSeeds(
-        init=init_seeds,
-        step=step_seeds,
-        evaluate=evaluate_seeds,
-        levels=jax.vmap(training_levels),
-        train=train,
-        student_updates=operator.attrgetter("student_updates"),
+    return over_seeds(
+        config,
+        placement,
+        init=init,
+        step=step_chunk,
+        evaluate=evaluate_runner,
+        levels=training_levels,
         policies={"student": student_params},
-        placement=placement,
     )
 
 

@@ -18,7 +18,6 @@ tests/test_paired.py); benchmarks/README.md measures its share of an update.
 """
 
 import functools
-import operator
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,8 +49,8 @@ from common.config import (  # noqa: E402
     range_problems,
     run_problems,
 )
-from common.contract import FINITE_METRIC, BatchedOverSeeds, all_finite  # noqa: E402
-from common.devices import make_placement, map_seeds, scan_unroll, vmap_seeds  # noqa: E402
+from common.contract import FINITE_METRIC, BatchedOverSeeds, all_finite, over_seeds  # noqa: E402
+from common.devices import make_placement, scan_unroll  # noqa: E402
 from common.heldout_eval import heldout_evaluator  # noqa: E402
 from envs import teacher  # noqa: E402
 from envs.levels import sample_empty_level, shortest_path_length, wall_count  # noqa: E402
@@ -664,24 +663,20 @@ def make_train(config: Config) -> BatchedOverSeeds:
         """Levels the teacher designs now (no labels)."""
         return design_levels(jax.random.fold_in(runner.rng_eval, -1 - runner.update), runner.teacher)[1], {}
 
-    step_seeds, evaluate_seeds = vmap_seeds(step_chunk), jax.vmap(evaluate_runner)
-    init_seeds = map_seeds(init)
-    train = driver.whole_run(init_seeds, step_seeds, evaluate_seeds, run)
     # The policies by name, for `common.evaluate --policy`; the protagonist is also `student`, as in every method.
     students = {**{name: index for index, name in enumerate(config.student_names)}, "student": 0}
     policies = {
         name: lambda runner, i=index: jax.tree.map(lambda x: x[:, i], runner.students.params)
         for name, index in students.items()
     }
-    return BatchedOverSeeds(
-        init=init_seeds,
-        step=step_seeds,
-        evaluate=evaluate_seeds,
-        levels=jax.vmap(training_levels),
-        train=train,
-        student_updates=operator.attrgetter("student_updates"),
+    return over_seeds(
+        config,
+        placement,
+        init=init,
+        step=step_chunk,
+        evaluate=evaluate_runner,
+        levels=training_levels,
         policies=policies,
-        placement=placement,
     )
 
 

@@ -13,9 +13,9 @@ interval, and every interval and --total-updates is a multiple of --log-interval
 multiple of --log-interval too (otherwise it is refused before compiling, naming the values that work), and a
 resume that a stop criterion already ends trains nothing.
 
-What the driver needs from a script (a `common.contract.BatchedOverSeeds` from `make_train`, a few declared
-values on its `Config`) is written down in common/contract.py and checked before anything compiles.
-`whole_run` is the same schedule as one pure function, for `BatchedOverSeeds.train`.
+What the driver needs from a script (`make_train`'s `common.contract.over_seeds`, a few declared values on its
+`Config`) is written down in common/contract.py and checked before anything compiles; `contract.whole_run` is the
+same schedule as one pure function, `BatchedOverSeeds.train`.
 """
 
 import contextlib
@@ -30,7 +30,7 @@ import numpy as np
 
 from common.checkpoint import Checkpoints, sweep_temporary_files
 from common.config import check_resumable, flags_of, log_intervals_resuming_at, parse_command_line, summary
-from common.contract import FINITE_METRIC, BatchedOverSeeds, ScriptConfig, check_config, check_functions
+from common.contract import FINITE_METRIC, BatchedOverSeeds, check_config, check_functions, check_health_metric
 from common.devices import initialize_distributed
 from common.errors import ConfigError
 from common.runs import (
@@ -47,30 +47,6 @@ from common.runs import (
 from envs.render import render_grid, save_png
 
 
-def whole_run(init: Callable, step: Callable, evaluate: Callable, run) -> Callable:
-    """The pure `train(rngs)` of a run (`run`: a common.config.RunConfig): `init`, then periods of
-    --eval-interval updates > chunks of --log-interval updates (`step`), evaluating after each period.
-    Seeds are batched inside each chunk exactly as the driver does, so driving chunk by chunk is bitwise
-    equal to this; batching the outer loops instead would let XLA reorder float reductions."""
-
-    def chunks(runner, num_chunks: int):
-        return jax.lax.scan(lambda runner, _: step(runner), runner, None, num_chunks)
-
-    def train(rngs):
-        runner = init(rngs)
-        if run.eval_interval == 0:
-            runner, metrics = chunks(runner, run.total_updates // run.log_interval)
-            return runner, (metrics, {})
-
-        def period(runner, _):
-            runner, metrics = chunks(runner, run.eval_interval // run.log_interval)
-            return runner, (metrics, evaluate(runner))
-
-        return jax.lax.scan(period, runner, None, run.total_updates // run.eval_interval)
-
-    return train
-
-
 def main(config_class, make_train: Callable, docstring: str, script_file: str, headline: tuple[str, ...]) -> None:
     """A script's command line: parse the flags (on --resume, from the saved config) and `run` them, reporting
     bad input as one `error:` line with exit status 2."""
@@ -80,7 +56,7 @@ def main(config_class, make_train: Callable, docstring: str, script_file: str, h
         run(config, make_train, script, headline)
 
 
-def run(config: ScriptConfig, make_train: Callable, script: str, headline: tuple[str, ...]) -> Path:
+def run(config, make_train: Callable, script: str, headline: tuple[str, ...]) -> Path:
     """Train `config` with the functions of `make_train(config)` (a BatchedOverSeeds), writing the run folder
     as process 0, which holds the folder's lock until this returns or the process ends; `headline` names the
     metrics on the progress line. Returns the run folder."""
@@ -91,6 +67,7 @@ def run(config: ScriptConfig, make_train: Callable, script: str, headline: tuple
     with StopSignal() as stop_signal:
         initialize_distributed(settings.devices)
         functions = check_functions(make_train(config), script)
+        check_health_metric(functions, settings.num_seeds, script)
         if not functions.placement.is_main_process:  # in a multi-host run only process 0 writes files
             run_dir = Path(settings.runs_dir) / settings.run_name
             return train(config, functions, headline, run_dir, stop_signal, script)
@@ -102,7 +79,7 @@ def run(config: ScriptConfig, make_train: Callable, script: str, headline: tuple
 
 
 def train(
-    config: ScriptConfig,
+    config,
     functions: BatchedOverSeeds,
     headline: tuple[str, ...],
     run_dir: Path,
@@ -148,8 +125,6 @@ def train(
             return run_dir
         print(f"compiling: a chunk of {settings.log_interval} updates, evaluation and pictures...", file=sys.stderr)
         step_chunk = compile_timed("training chunk", placement.jit(functions.step, donate=True), runner)
-        if FINITE_METRIC not in step_chunk.out_info[1]:
-            raise ConfigError(f"{script} breaks the driver contract: its step's metrics have no {FINITE_METRIC}")
         evaluate, eval_keys = None, []
         if settings.eval_interval:
             evaluate = compile_timed("evaluation", placement.jit(functions.evaluate), runner)

@@ -139,8 +139,8 @@ def test_chunked_driving_equals_one_shot_train(tiny):
         chunks.append(metrics)
         evals.append(evaluate(runner))
     assert_trees_equal(runner_one_shot.train_state.params, runner.train_state.params)
-    # One-shot metrics are [periods, chunks per period, seeds, updates]; eval metrics [periods, seeds].
-    np.testing.assert_array_equal(metrics_one_shot["ppo/loss"][:, 0], np.stack([c["ppo/loss"] for c in chunks]))
+    # One-shot metrics are [chunks, seeds, updates]; eval metrics [evaluations, seeds].
+    np.testing.assert_array_equal(metrics_one_shot["ppo/loss"], np.stack([c["ppo/loss"] for c in chunks]))
     one_shot_eval = eval_one_shot["eval/return/SixteenRooms"]
     np.testing.assert_array_equal(one_shot_eval, np.stack([e["eval/return/SixteenRooms"] for e in evals]))
 

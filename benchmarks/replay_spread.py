@@ -11,6 +11,13 @@ draws from (1 / sum p^2), how many slots share the top score, and of one replay 
 (--num-envs draws, as the script draws them) the distinct levels and the share with a non-zero score. The last
 line adds the device, versions and commit. Reads only what every version of the buffer has (scores, filled, the
 replay distribution, `sample_replay`), so the same file measures an earlier commit.
+
+With --lag-levels N, the end of the run also measures how far the outcome counts a slot accumulates over every
+play lag behind the policy as it is now: N filled slots are played --lag-attempts times each with the final policy
+(first episode of each attempt, as held-out evaluation counts), and their success rate now is set against the
+stored one (successes / episodes, learnability's p).
+
+    python benchmarks/replay_spread.py --algo plr --score-function learnability --total-updates 400 --lag-levels 500
 """
 
 import importlib
@@ -28,7 +35,7 @@ import tyro
 # SCAFFOLDING: make `algos` and `common` importable when run as a script.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import level_buffer  # noqa: E402
+from common import heldout_eval, level_buffer  # noqa: E402
 from common.config import with_flags  # noqa: E402
 from common.provenance import describe_environment  # noqa: E402
 
@@ -55,6 +62,10 @@ class Args:
     """LSTM units of the student."""
     seed: int = 0
     """Random seed."""
+    lag_levels: int = 0
+    """Filled slots to replay with the final policy, to set their stored success rate against today's (0: none)."""
+    lag_attempts: int = 16
+    """Attempts per slot for --lag-levels."""
 
 
 def replay_spread(buffer, settings: dict, batch: int, rng) -> dict:
@@ -74,6 +85,38 @@ def replay_spread(buffer, settings: dict, batch: int, rng) -> dict:
         "top_score_ties": int((filled & (scores == scores[filled].max())).sum()) if filled.any() else 0,
         "batch_distinct_levels": len(set(drawn.tolist())),
         "batch_nonzero_draws": float(nonzero[drawn].mean()),
+    }
+
+
+def outcome_lag(module, config, functions, runner, args: Args) -> dict:
+    """The stored success rate p of up to --lag-levels filled slots (the first ones) against the final policy's over
+    --lag-attempts fresh attempts, and what that does to learnability p (1 - p)."""
+    buffer = jax.device_get(jax.tree.map(lambda x: x[0], runner.buffer))
+    slots = np.flatnonzero(buffer.filled)[: args.lag_levels]
+    stored = buffer.successes[slots] / np.maximum(buffer.episodes[slots], 1)
+    levels = jax.tree.map(lambda x: np.repeat(x[slots], args.lag_attempts, axis=0), buffer.levels)
+    params = jax.tree.map(lambda x: x[0], functions.policies["student"](runner))
+    carry = module.initial_carry(len(slots) * args.lag_attempts, config.ppo.lstm_size)
+    play = jax.jit(
+        lambda rng, params, levels: (
+            heldout_eval.play_levels(
+                rng, module.ActorCritic().apply, params, carry, levels, config.env_params, config.env.max_steps
+            ).returns
+        )
+    )
+    now = (np.asarray(play(jax.random.key(args.seed), params, levels)) > 0).reshape(len(slots), -1).mean(1)
+    learnable_before, learnable_now = stored * (1 - stored), now * (1 - now)
+    top = learnable_before >= np.quantile(learnable_before, 0.9)
+    return {
+        "lag_levels": len(slots),
+        "lag_attempts": args.lag_attempts,
+        "mean_episodes_counted": float(buffer.episodes[slots].mean()),
+        "p_stored_mean": float(stored.mean()),
+        "p_now_mean": float(now.mean()),
+        "mean_abs_p_difference": float(np.abs(now - stored).mean()),
+        "mean_abs_learnability_difference": float(np.abs(learnable_now - learnable_before).mean()),
+        "learnability_correlation": float(np.corrcoef(learnable_before, learnable_now)[0, 1]),
+        "top_decile_by_counts_now_mastered_or_failed": float(((now >= 0.9) | (now <= 0.1))[top].mean()),
     }
 
 
@@ -109,6 +152,8 @@ def main(args: Args) -> None:
         if "buffer/replay_fraction" in metrics:
             row["replay_fraction"] = float(np.nanmean(metrics["buffer/replay_fraction"]))
         print(json.dumps(row), flush=True)
+    if args.lag_levels:
+        print(json.dumps(outcome_lag(module, config, functions, runner, args)), flush=True)
     summary = {"args": vars(args), "seconds": round(time.perf_counter() - started, 1), **describe_environment()}
     print(json.dumps(summary), flush=True)
 

@@ -153,7 +153,16 @@ def load_run(run_dir: Path, checkpoint: Path | None) -> LoadedRun:
         raise ConfigError(f"cannot evaluate {run_dir}: {problem}")
     saved = read_saved_config(run_dir)
     module = load_script(saved["script"])
-    config = with_flags(config_from_saved(module.Config, saved["config"], run_dir), resume=False)
+    # Evaluation runs here, one process, whatever devices the run trained on (checkpoints hold host arrays).
+    config = with_flags(
+        config_from_saved(module.Config, saved["config"], run_dir),
+        resume=False,
+        num_devices=None,
+        shard_envs=False,
+        coordinator_address=None,
+        num_processes=1,
+        process_id=None,
+    )
     if checkpoint is not None and not checkpoint.is_file():
         raise ConfigError(f"--checkpoint {checkpoint} does not exist")
     rngs = jax.random.split(jax.random.key(config.run.seed), config.run.num_seeds)

@@ -5,6 +5,7 @@ next newest, as happens when evaluating a folder that is still training."""
 
 import csv
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -136,3 +137,31 @@ def test_the_risk_evaluation_plays_and_records_its_own_configuration(tmp_path, z
 def test_the_authors_alphas():
     """SFL's minigrid analysis (eval_minigrid_2_analyse.py): 0.01, 0.1, then 1, 2, 5, 10, 20, 50, 100 percent."""
     assert RISK_ALPHAS == (0.01, 0.1, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
+
+
+def test_a_run_saved_with_more_devices_than_here_loads(tmp_path, zero_run):
+    """config.json asks for 2 devices (and a second host); this process has one: evaluation still loads the run."""
+    config, _, make = zero_run
+    run_dir = make(tmp_path / "run", (4,))
+    saved = flags_of(with_flags(config, num_devices=2, num_processes=2, process_id=0))
+    (run_dir / "config.json").write_text(json.dumps({"script": "algos/dr.py", "config": saved}))
+    assert jax.device_count() == 1
+    loaded = load_run(run_dir, None)
+    assert loaded.update == 4 and loaded.functions.placement.num_devices == 1
+
+
+@pytest.mark.slow
+def test_a_run_trained_on_two_devices_evaluates_on_one(tmp_path):
+    """Trained with --num-devices 2 in a process that forces two host devices, evaluated in a plain process."""
+    flags = [f"--{key.replace('_', '-')}={value}" for key, value in TINY.items()]
+    two_devices = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    command = [sys.executable, "algos/dr.py", "--runs-dir", str(tmp_path), "--run-name", "two", "--num-devices", "2"]
+    subprocess.run(command + flags, cwd=REPO_ROOT, env=two_devices, check=True, capture_output=True)
+    one_device = {key: value for key, value in os.environ.items() if key != "XLA_FLAGS"}
+    command = [sys.executable, "-m", "common.evaluate", "--run-dir", str(tmp_path / "two"), "--mazes", "SixteenRooms"]
+    result = subprocess.run(
+        command + ["--episodes", "2"], cwd=REPO_ROOT, env=one_device, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    (written,) = (tmp_path / "two" / "eval").glob("evaluate_00000004_*.csv")
+    assert len(list(csv.DictReader(open(written)))) == 2  # one row per seed

@@ -382,7 +382,7 @@ def parse_command_line(config_class, description: str, args: list[str] | None = 
     """The script's Config from the command line (`description`, then `groups_guide`, heads --help). With --resume,
     the run's saved config.json supplies every value: flags for run length, logging and placement override it, and
     any other flag that differs from it is refused, listing every such flag; so is a run that another script
-    (`script`: 'algos/dr.py') started."""
+    (`script`: 'algos/dr.py') started. Without --run-name the run folder takes the script's file name."""
     description = "\n\n".join(part for part in (description, groups_guide(config_class)) if part)
     peek = argparse.ArgumentParser(add_help=False)
     peek.add_argument("--resume", action="store_true")
@@ -391,12 +391,14 @@ def parse_command_line(config_class, description: str, args: list[str] | None = 
     peek.add_argument("--run-name")
     peek.add_argument("--runs-dir")
     known, _ = peek.parse_known_args(args)
+    # A run folder is named after its script's file by default, so a copy of a script (a variant) never writes
+    # into the original's runs.
+    defaults = config_class() if script is None else with_flags(config_class(), run_name=Path(script).stem)
     if not known.resume:
-        return tyro.cli(config_class, description=description, args=args)
+        return tyro.cli(config_class, description=description, args=args, default=defaults)
     if known.overwrite:
         raise ConfigError("--resume and --overwrite exclude each other")
-    defaults = config_class().run
-    run_dir = Path(known.runs_dir or defaults.runs_dir) / (known.run_name or defaults.run_name)
+    run_dir = Path(known.runs_dir or defaults.run.runs_dir) / (known.run_name or defaults.run.run_name)
     saved = read_config_to_resume(run_dir)
     check_same_script(saved, script, run_dir)
     start = config_from_saved(config_class, {**saved["config"], "resume": True, "overwrite": False}, run_dir)

@@ -1,7 +1,8 @@
 """The checks behind the house rule on copies: a top-level def or class preceded by `# copied from algos/X.py:name`
 must equal `name` in algos/X.py line for line (whole physical lines, trailing comments included), and a
 method file may differ from its base only where the method does (`diff algos/plr.py algos/accel.py` shows
-mutation). Used by tests/test_copies.py."""
+mutation). They hold for the project's own scripts (`PROJECT_SCRIPTS`): a researcher's variant, a copy of one of
+them edited at will, is not checked. Used by tests/test_copies.py."""
 
 import ast
 import difflib
@@ -9,6 +10,8 @@ import re
 from pathlib import Path
 
 MARKER = re.compile(r"#\s*copied from (?P<path>[\w/.]+\.py):(?P<name>\w+)\s*$")
+PROJECT_SCRIPTS = ("dr.py", "paired.py", "plr.py", "accel.py", "plr_parallel.py", "accel_parallel.py", "sfl.py")
+"""The scripts whose copies are kept equal to their sources; any other file in algos/ is a variant of someone's."""
 CONFIG_GROUPS = ("Config", "Environment", "PPO")
 """Classes holding a script's settings: a variant may change any of their lines (defaults, help texts)."""
 TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -173,3 +176,9 @@ def unmarked_copies(paths: list[Path]) -> list[str]:
         if len(holders) > 1 and len(unmarked) > 1:
             problems.append(f"{name} is the same in {', '.join(unmarked)} with no `# copied from` marker on the copies")
     return problems
+
+
+def project_copy_problems(repo_root: Path) -> list[str]:
+    """Every drifted or unmarked copy among the project's own scripts in `repo_root`/algos/."""
+    paths = [repo_root / "algos" / name for name in PROJECT_SCRIPTS]
+    return [problem for path in paths for problem in drifted_copies(path, repo_root)] + unmarked_copies(paths)

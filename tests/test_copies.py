@@ -1,12 +1,23 @@
 """Marked copies between algos/ files stay equal to their source line for line, and the ACCEL scripts differ
 from their PLR bases only in mutation code, their settings and docstring, and a few deliberate renames."""
 
+import json
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.copies import drifted_copies, marked_copies, unexplained_lines, unmarked_copies
+from tests.copies import (
+    PROJECT_SCRIPTS,
+    drifted_copies,
+    marked_copies,
+    project_copy_problems,
+    unexplained_lines,
+    unmarked_copies,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MUTATION = re.compile(r"mutat|mutant|num_edits")
@@ -17,13 +28,44 @@ SIBLINGS = {
 """Sibling scripts and their deliberate renames (old, new): ACCEL's mutants take the place of new levels."""
 
 
-@pytest.mark.parametrize("path", sorted((REPO_ROOT / "algos").glob("*.py")), ids=lambda p: p.name)
-def test_marked_copies_equal_their_source(path):
-    assert drifted_copies(path, REPO_ROOT) == []
+@pytest.mark.parametrize("name", PROJECT_SCRIPTS)
+def test_marked_copies_equal_their_source(name):
+    assert drifted_copies(REPO_ROOT / "algos" / name, REPO_ROOT) == []
 
 
 def test_every_copy_is_marked():
-    assert unmarked_copies(sorted((REPO_ROOT / "algos").glob("*.py"))) == []
+    assert unmarked_copies([REPO_ROOT / "algos" / name for name in PROJECT_SCRIPTS]) == []
+
+
+@pytest.mark.slow
+def test_a_researchers_variant_trains_into_its_own_folder_and_passes_the_checks(tmp_path):
+    """README's workflow in a copy of the repository: `cp algos/accel.py algos/my_variant.py`, change a default and
+    a copied function, train a few tiny updates. The run folder takes the file's name, the original's runs are
+    untouched, and the checks on copies still pass with the variant in algos/."""
+    repo = tmp_path / "repo"
+    for folder in ("algos", "common", "envs"):
+        shutil.copytree(REPO_ROOT / folder, repo / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    source = (repo / "algos" / "accel.py").read_text()
+    edits = [
+        ("    num_edits: Annotated[int, AT_LEAST_ONE] = 20\n", "    num_edits: Annotated[int, AT_LEAST_ONE] = 3\n"),
+        ("    return transitions, end\n", "    transitions = transitions._replace(reward=transitions.reward * 1.0)\n"
+         "    return transitions, end\n"),
+    ]  # fmt: skip
+    for old, new in edits:
+        assert source.count(old) == 1, f"algos/accel.py no longer has {old!r}: update this test"
+        source = source.replace(old, new)
+    (repo / "algos" / "my_variant.py").write_text(source)
+    tiny = ["--num-envs", "4", "--num-steps", "8", "--max-steps", "6", "--maze-size", "5", "--lstm-size", "8"]
+    tiny += ["--buffer-size", "8", "--total-updates", "4", "--log-interval", "2", "--eval-interval", "0"]
+    tiny += ["--checkpoint-interval", "2", "--screenshot-interval", "0", "--runs-dir", str(tmp_path / "runs")]
+    result = subprocess.run(
+        [sys.executable, str(repo / "algos" / "my_variant.py"), *tiny], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "runs" / "my_variant" / "config.json").read_text())["config"]["num_edits"] == 3
+    assert not (tmp_path / "runs" / "accel").exists()
+    assert project_copy_problems(repo) == []
+    assert drifted_copies(repo / "algos" / "my_variant.py", repo) != [], "the variant's edit is a drift, unchecked"
 
 
 def test_checker_finds_unmarked_copies(tmp_path):

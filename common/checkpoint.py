@@ -123,6 +123,11 @@ def checkpoint_path(directory: Path, update: int) -> Path:
     return directory / f"update_{update:08d}.msgpack"
 
 
+def checkpoint_update(path: Path) -> int:
+    """The update of a checkpoint file named by `checkpoint_path`."""
+    return int(NAME.search(path.name).group(1))
+
+
 def prune(directory: Path, keep: int) -> None:
     """Delete all but the newest `keep` checkpoints in `directory` (archives live elsewhere)."""
     for path in list_checkpoints(directory)[:-keep] if keep > 0 else []:
@@ -154,7 +159,7 @@ class Checkpoints:
 
     def restore(self, template) -> tuple[object, int, dict, Path] | None:
         """(state, update, the config saved with it, its path) from the newest checkpoint, or None when there
-        is none yet."""
+        is none yet. Archives that are due and missing are written first (`archive_due`)."""
         newest = self.newest()
         if newest is None:
             return None
@@ -162,4 +167,17 @@ class Checkpoints:
             state, update, config = load(newest, template)
         except CheckpointError as error:
             raise CheckpointError(f"{error}; delete it to resume from the previous checkpoint") from None
+        self.archive_due()
         return state, update, config, newest
+
+    def archive_due(self) -> list[Path]:
+        """Copy into checkpoints/archive/ every kept checkpoint on the archive interval that has no archive yet: a
+        process killed (or a disk that filled) between a checkpoint and its archive copy left it out. Returns the
+        archives written."""
+        written = []
+        for path in list_checkpoints(self.directory) if self.archive_interval else []:
+            archive = self.directory / "archive" / path.name
+            if checkpoint_update(path) % self.archive_interval == 0 and not archive.exists():
+                write_atomic(archive, path.read_bytes())
+                written.append(archive)
+        return written

@@ -469,3 +469,14 @@ def test_a_resume_with_another_script_names_both(tmp_path, finished_run):
             plr, with_flags(plr.Config(), **{**TINY, "runs_dir": str(tmp_path), "run_name": run.name}, resume=True)
         )
     assert snapshot(run) == before
+
+
+def test_an_archive_cut_off_by_a_kill_is_written_on_resume(tmp_path):
+    """kill -9 (or a full disk) between a checkpoint's rename and its archive copy leaves the archive missing: the
+    resume writes it from the checkpoint, byte for byte, before training on."""
+    run = run_script(dr, tiny(tmp_path, run_name="cut", total_updates=4, archive_interval=4))
+    archive = run / "checkpoints" / "archive" / "update_00000004.msgpack"
+    kept = (run / "checkpoints" / "update_00000004.msgpack").read_bytes()
+    archive.unlink()
+    run_script(dr, tiny(tmp_path, run_name="cut", resume=True, total_updates=6, archive_interval=4))
+    assert archive.read_bytes() == kept

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from common.checkpoint import CheckpointError, list_checkpoints, write_atomic
+from common.checkpoint import TEMPORARY, CheckpointError, list_checkpoints, write_atomic
 from common.config import (
     check_resumable,
     check_same_script,
@@ -56,6 +56,17 @@ SCRIPT = re.compile(r"^algos/[A-Za-z0-9_]+\.py$")
 class RunFolder(NamedTuple):
     path: Path
     lock: int  # an open descriptor of the folder, locked (flock): the OS releases it on any exit, kill -9 too
+
+
+RUN_ENTRIES = ("config.json", "logs.csv", "checkpoints", "images", "eval", "wandb")
+"""What a run writes into its folder (the driver, common.evaluate, wandb), besides `write_atomic`'s temporaries."""
+
+
+def foreign_entries(run_dir: Path) -> list[str]:
+    """The names in `run_dir` that no run writes (someone's notes, another tool's output), sorted."""
+    return sorted(
+        entry.name for entry in run_dir.iterdir() if entry.name not in RUN_ENTRIES and not TEMPORARY.match(entry.name)
+    )
 
 
 def is_run_folder(run_dir: Path) -> bool:
@@ -109,8 +120,16 @@ def open_run_folder(config, script: str) -> RunFolder:
         if not run.overwrite:
             choices = "pass --resume to continue it, --overwrite to start over, or another --run-name"
             raise ConfigError(f"{run_dir} already exists: {choices}")
-        if not is_run_folder(run_dir):
-            reason = "no config.json from an algos/ script"
+        foreign = foreign_entries(run_dir)
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+            raise ConfigError(
+                f"{run_dir} holds what no run writes ({shown}); refusing to delete it: move those away first"
+            )
+        # A folder whose config.json is gone but holds only what a run writes is what a kill during an earlier
+        # --overwrite leaves (config.json goes last now); a config.json from elsewhere marks someone else's folder.
+        if (run_dir / "config.json").exists() and not is_run_folder(run_dir):
+            reason = "its config.json is not from an algos/ script"
             raise ConfigError(f"{run_dir} is not a run folder ({reason}); refusing to delete it")
     created = [folder for folder in (run_dir, *run_dir.parents) if not folder.exists()]  # innermost first
     try:
@@ -119,14 +138,20 @@ def open_run_folder(config, script: str) -> RunFolder:
         remove_empty_folders(created)
         raise ConfigError(f"could not create {run_dir} ({error.strerror or error})") from None
     lock = lock_run_folder(run_dir)
-    for entry in run_dir.iterdir():
-        if not run.overwrite:
-            os.close(lock)
-            raise ConfigError(f"{run_dir} was started by another process at the same time; choose another --run-name")
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
-        else:
-            entry.unlink()
+    try:
+        # config.json last: a kill part way leaves a folder that still says it is a run, which --overwrite finishes.
+        for entry in sorted(run_dir.iterdir(), key=lambda entry: entry.name == "config.json"):
+            if not run.overwrite:
+                raise ConfigError(
+                    f"{run_dir} was started by another process at the same time; choose another --run-name"
+                )
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    except BaseException:
+        os.close(lock)
+        raise
     try:
         record_config(run_dir, config, script)
     except ConfigError:

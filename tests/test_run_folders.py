@@ -87,7 +87,7 @@ def test_overwrite_deletes_only_run_folders(tmp_path, finished_run):
     victim = tmp_path / "victim"
     victim.mkdir()
     (victim / "data.txt").write_text("not a run")
-    with pytest.raises(ConfigError, match="is not a run folder .* refusing to delete it"):
+    with pytest.raises(ConfigError, match=r"holds what no run writes \(data.txt\); refusing to delete it"):
         run_script(dr, tiny(tmp_path, run_name="victim", overwrite=True))
     assert (victim / "data.txt").read_text() == "not a run"
     (tmp_path / "algos").mkdir()
@@ -100,10 +100,47 @@ def test_overwrite_deletes_only_run_folders(tmp_path, finished_run):
     a_file.write_text("x")
     with pytest.raises(ConfigError, match="exists and is not a folder"):
         run_script(dr, tiny(tmp_path, run_name="afile", overwrite=True))
+    claimed = tmp_path / "claimed"
+    claimed.mkdir()
+    (claimed / "config.json").write_text('{"script": "algos/mytool.py", "config": {}}')
+    (claimed / "results.txt").write_text("someone's data")
+    with pytest.raises(ConfigError, match=r"holds what no run writes \(results.txt\); refusing to delete it"):
+        run_script(dr, tiny(tmp_path, run_name="claimed", overwrite=True))
+    assert (claimed / "results.txt").read_text() == "someone's data"
     run = copy_of(finished_run, tmp_path, "old_run")
-    (run / "notes.txt").write_text("part of the run")
+    (run / "notes.txt").write_text("a note beside the run")
+    with pytest.raises(ConfigError, match=r"holds what no run writes \(notes.txt\)"):
+        run_script(dr, tiny(tmp_path, run_name="old_run", overwrite=True, total_updates=2))
+    (run / "notes.txt").rename(tmp_path / "notes.txt")
     run_script(dr, tiny(tmp_path, run_name="old_run", overwrite=True, total_updates=2))
-    assert not (run / "notes.txt").exists() and (run / "checkpoints" / "update_00000002.msgpack").exists()
+    assert (run / "checkpoints" / "update_00000002.msgpack").exists()
+    assert not (run / "checkpoints" / "update_00000004.msgpack").exists()
+
+
+def test_an_overwrite_cut_off_part_way_is_finished_by_the_next(tmp_path, finished_run, monkeypatch):
+    """A kill while --overwrite deletes the old run: config.json goes last, so the folder still reads as a run and
+    one more --overwrite finishes; a folder an older version left without config.json, holding only what runs
+    write, is one --overwrite from a fresh run too."""
+    run = copy_of(finished_run, tmp_path, "cut")
+    before = {entry.name for entry in run.iterdir()}
+    real_rmtree = runs.shutil.rmtree
+
+    def killed(path, *args, **kwargs):
+        real_rmtree(path, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runs.shutil, "rmtree", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run_script(dr, tiny(tmp_path, run_name="cut", overwrite=True, total_updates=2))
+    monkeypatch.undo()
+    left = {entry.name for entry in run.iterdir()}
+    assert "config.json" in left and left < before, "killed part way, with config.json still there"
+    run_script(dr, tiny(tmp_path, run_name="cut", overwrite=True, total_updates=2))
+    assert checkpoint.list_checkpoints(run / "checkpoints")[-1].name == "update_00000002.msgpack"
+    orphan = copy_of(finished_run, tmp_path, "orphan")
+    (orphan / "config.json").unlink()
+    run_script(dr, tiny(tmp_path, run_name="orphan", overwrite=True, total_updates=2))
+    assert (orphan / "config.json").exists()
 
 
 @pytest.mark.slow

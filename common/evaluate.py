@@ -144,6 +144,25 @@ class LoadedRun(NamedTuple):
     functions: BatchedOverSeeds  # what its make_train(config) returns (the policies it holds)
     runner: object  # restored runner state, leaves [num_seeds, ...]
     update: int
+    identity: tuple[int, int]  # its config.json's inode and modification time: a new run in the folder changes them
+
+
+def run_identity(run_dir: Path) -> tuple[int, int] | None:
+    """What tells this run from another started in the same folder later (`--overwrite` writes a new config.json,
+    a new file), or None when the folder has no config.json any more."""
+    try:
+        status = (run_dir / "config.json").stat()
+    except FileNotFoundError:
+        return None
+    return status.st_ino, status.st_mtime_ns
+
+
+def check_same_run(run_dir: Path, identity: tuple[int, int]) -> None:
+    """Refuse to write results into `run_dir` once another run has replaced the evaluated one there."""
+    if run_identity(run_dir) != identity:
+        raise ConfigError(
+            f"{run_dir} was overwritten or deleted while its run was evaluated: nothing more is written there"
+        )
 
 
 def load_run(run_dir: Path, checkpoint: Path | None) -> LoadedRun:
@@ -151,6 +170,7 @@ def load_run(run_dir: Path, checkpoint: Path | None) -> LoadedRun:
     problem = absent_folder_problem(run_dir)
     if problem:
         raise ConfigError(f"cannot evaluate {run_dir}: {problem}")
+    identity = run_identity(run_dir)
     saved = read_saved_config(run_dir)
     module = load_script(saved["script"])
     # Evaluation runs here, one process, whatever devices the run trained on (checkpoints hold host arrays).
@@ -172,7 +192,9 @@ def load_run(run_dir: Path, checkpoint: Path | None) -> LoadedRun:
         runner, update, _ = load(checkpoint, template)
     else:
         runner, update = load_newest(run_dir, template)
-    return LoadedRun(module, config, functions, runner, update)
+    if run_identity(run_dir) != identity:  # a new run started between reading config.json and the checkpoint
+        raise ConfigError(f"{run_dir} was overwritten while it was being loaded; evaluate it again")
+    return LoadedRun(module, config, functions, runner, update, identity)
 
 
 def load_newest(run_dir: Path, template) -> tuple[object, int]:
@@ -260,7 +282,7 @@ def risk_win_rates(args: Args, rng, module, network, params, config, levels) -> 
 
 
 def main(args: Args) -> None:
-    module, config, functions, runner, update = load_run(args.run_dir, args.checkpoint)
+    module, config, functions, runner, update, identity = load_run(args.run_dir, args.checkpoint)
     policies = functions.policies
     if args.policy not in policies:
         method = module.__name__.removeprefix("cleanued_")
@@ -305,9 +327,12 @@ def main(args: Args) -> None:
             window = GIF_MAX_PIXELS // tile_size if (maze.width + 2) * tile_size > GIF_MAX_PIXELS else None
             directions = np.concatenate([[level.agent_dir], directions[:steps]])
             frames = render_rollout(level, positions, directions, tile_size, window)
+            check_same_run(args.run_dir, identity)
             gif = save_gif(frames, args.run_dir / "eval" / f"{name}_update_{update:08d}.gif")
             print(f"{'':>18}  {gif} ({steps} steps)")
     if rows:
+        if args.out is None:
+            check_same_run(args.run_dir, identity)
         write_csv(out, rows)
         print(f"wrote {out}")
     if args.risk:
@@ -327,6 +352,7 @@ def main(args: Args) -> None:
             ]
             print(f"{'worst ' + f'{alpha:g}%':>18}: win rate {describe(values)}")
         risk_out = args.run_dir / "eval" / f"risk_{update:08d}_{stamp}.csv"
+        check_same_run(args.run_dir, identity)
         write_csv(risk_out, risk_rows)
         print(f"wrote {risk_out}")
 

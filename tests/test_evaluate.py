@@ -18,6 +18,7 @@ import common.evaluate
 from algos import dr
 from common import checkpoint
 from common.config import flags_of, with_flags
+from common.errors import ConfigError
 from common.evaluate import RISK_ALPHAS, Args, load_run
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -165,3 +166,23 @@ def test_a_run_trained_on_two_devices_evaluates_on_one(tmp_path):
     assert result.returncode == 0, result.stderr
     (written,) = (tmp_path / "two" / "eval").glob("evaluate_00000004_*.csv")
     assert len(list(csv.DictReader(open(written)))) == 2  # one row per seed
+
+
+def test_results_never_land_in_a_folder_whose_run_changed(tmp_path, zero_run, monkeypatch):
+    """`--overwrite` starts a new run in the folder while the old one is being evaluated: the old run's results
+    are not written into the new run's folder."""
+    _, _, make = zero_run
+    run_dir = make(tmp_path / "run", (4,))
+    evaluate_policy = common.evaluate.evaluate_policy
+
+    def overwritten_meanwhile(*args, **kwargs):
+        saved = run_dir / "config.json"
+        text = saved.read_text()
+        saved.unlink()
+        saved.write_text(text)  # a new run's config.json: a new file, even with the same flags
+        return evaluate_policy(*args, **kwargs)
+
+    monkeypatch.setattr(common.evaluate, "evaluate_policy", overwritten_meanwhile)
+    with pytest.raises(ConfigError, match="was overwritten or deleted while its run was evaluated"):
+        common.evaluate.main(Args(run_dir=run_dir, mazes=("SixteenRooms",), episodes=2))
+    assert not any((run_dir / "eval").glob("*")), "nothing written into the folder"

@@ -398,8 +398,11 @@ def parse_command_line(config_class, description: str, args: list[str] | None = 
         return tyro.cli(config_class, description=description, args=args, default=defaults)
     if known.overwrite:
         raise ConfigError("--resume and --overwrite exclude each other")
-    run_dir = Path(known.runs_dir or defaults.run.runs_dir) / (known.run_name or defaults.run.run_name)
+    runs_dir, run_name = known.runs_dir or defaults.run.runs_dir, known.run_name or defaults.run.run_name
+    run_dir = Path(runs_dir) / run_name
     saved = read_config_to_resume(run_dir)
     check_same_script(saved, script, run_dir)
-    start = config_from_saved(config_class, {**saved["config"], "resume": True, "overwrite": False}, run_dir)
+    # The run continues in the folder it was read from, wherever config.json says it started (a copied folder).
+    here = {"runs_dir": runs_dir, "run_name": run_name, "resume": True, "overwrite": False}
+    start = config_from_saved(config_class, {**saved["config"], **here}, run_dir)
     return tyro.cli(config_class, description=description, args=args, default=start)

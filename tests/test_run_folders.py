@@ -517,3 +517,22 @@ def test_an_archive_cut_off_by_a_kill_is_written_on_resume(tmp_path):
     archive.unlink()
     run_script(dr, tiny(tmp_path, run_name="cut", resume=True, total_updates=6, archive_interval=4))
     assert archive.read_bytes() == kept
+
+
+def test_a_copied_run_folder_resumes_where_it_is(tmp_path, finished_run, monkeypatch):
+    """A run folder copied under another --runs-dir (its config.json still names the original one) trains and
+    writes where it was copied to, given by --runs-dir or by the default runs/ of the working folder."""
+    copied = copy_of(finished_run, tmp_path / "elsewhere", "moved")
+    config = parse_command_line(
+        dr.Config, "", ["--resume", "--runs-dir", str(tmp_path / "elsewhere"), "--run-name", "moved"], "algos/dr.py"
+    )
+    assert (config.run.runs_dir, config.run.run_name) == (str(tmp_path / "elsewhere"), "moved")
+    monkeypatch.chdir(tmp_path)
+    copy_of(copied, tmp_path / "runs", "here")
+    config = parse_command_line(
+        dr.Config, "", ["--resume", "--run-name", "here", "--total-updates", "6"], "algos/dr.py"
+    )
+    assert (config.run.runs_dir, config.run.run_name) == ("runs", "here")
+    run_script(dr, config)
+    assert checkpoint.list_checkpoints(tmp_path / "runs" / "here" / "checkpoints")[-1].name == "update_00000006.msgpack"
+    assert checkpoint.list_checkpoints(finished_run / "checkpoints")[-1].name == "update_00000004.msgpack"

@@ -135,6 +135,9 @@ class RunConfig:
     """Devices and hosts: where the seeds and envs run and how their loops compile (common/devices.py)."""
 
 
+NAME_MAX, PATH_MAX = 255, 4096
+"""Linux's limits on a file name and a whole path, in bytes; a run folder's own files add up to ~80 bytes."""
+
 FIXED_RUN_FIELDS = ("seed", "num_seeds")
 """RunConfig fields that define the experiment: a resumed run keeps them. Every other RunConfig field (run
 length, logging, evaluation, placement) may change on resume."""
@@ -174,6 +177,19 @@ def run_problems(run: RunConfig, num_envs: int) -> list[tuple[bool, str]]:
         (
             run.run_name in ("", ".", "..") or any(char in run.run_name for char in "/\\\0"),
             f"--run-name {run.run_name!r} must be one plain folder name (not empty, '.' or '..', no slashes)",
+        ),
+        *(
+            (
+                len(part.encode()) > NAME_MAX,
+                f"{flag} has a {len(part.encode())}-byte name, {part[:20]!r}...: file systems take at most {NAME_MAX}",
+            )
+            for flag, path in (("--runs-dir", run.runs_dir), ("--run-name", run.run_name))
+            for part in Path(path).parts
+        ),  # fmt: skip
+        (
+            len(str(Path(run.runs_dir) / run.run_name).encode()) > PATH_MAX - 100,
+            f"--runs-dir and --run-name make a path of {len(str(Path(run.runs_dir) / run.run_name).encode())} bytes; "
+            f"the run's files need it under {PATH_MAX - 100}",
         ),
         (run.resume and run.overwrite, "--resume and --overwrite exclude each other"),
         *(

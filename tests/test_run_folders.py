@@ -536,3 +536,16 @@ def test_a_copied_run_folder_resumes_where_it_is(tmp_path, finished_run, monkeyp
     run_script(dr, config)
     assert checkpoint.list_checkpoints(tmp_path / "runs" / "here" / "checkpoints")[-1].name == "update_00000006.msgpack"
     assert checkpoint.list_checkpoints(finished_run / "checkpoints")[-1].name == "update_00000004.msgpack"
+
+
+def test_names_and_paths_too_long_for_the_file_system_are_one_line_errors(tmp_path):
+    with pytest.raises(ConfigError, match="--run-name has a 300-byte name, 'rrrrrrrrrrrrrrrrrrrr'...: file systems"):
+        tiny(tmp_path, run_name="r" * 300)
+    with pytest.raises(ConfigError, match="--runs-dir has a 256-byte name"):
+        tiny(tmp_path / ("d" * 256))
+    deep = tmp_path.joinpath(*["d" * 200] * 20)
+    with pytest.raises(ConfigError, match="--runs-dir and --run-name make a path of 4.* bytes"):
+        tiny(deep)
+    result = cli("--runs-dir", str(tmp_path), "--run-name", "r" * 300, *TINY_FLAGS)
+    one_line_error(result, "--run-name has a 300-byte name")
+    assert list(tmp_path.iterdir()) == []

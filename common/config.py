@@ -103,7 +103,7 @@ class RunConfig:
     """Continue the run folder from its newest checkpoint with its saved config (run length, logging may change)."""
     overwrite: bool = False
     """Delete an existing run folder of the same name and start over."""
-    total_updates: Annotated[int, NON_NEGATIVE] = 30_000
+    total_updates: Annotated[int, AT_LEAST_ONE] = 30_000
     """Stop after this many updates (what an update is: the script's docstring)."""
     total_student_updates: Annotated[int | None, AT_LEAST_ONE, unset_means("no limit")] = None
     """Also stop once every seed has taken this many student PPO updates (updates that only score levels have none)."""

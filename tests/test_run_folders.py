@@ -549,3 +549,9 @@ def test_names_and_paths_too_long_for_the_file_system_are_one_line_errors(tmp_pa
     result = cli("--runs-dir", str(tmp_path), "--run-name", "r" * 300, *TINY_FLAGS)
     one_line_error(result, "--run-name has a 300-byte name")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_of_zero_updates_is_refused_before_anything_is_made(tmp_path):
+    result = cli("--runs-dir", str(tmp_path), "--run-name", "empty", *TINY_FLAGS, "--total-updates", "0")
+    one_line_error(result, "--total-updates", "at least 1")
+    assert list(tmp_path.iterdir()) == []

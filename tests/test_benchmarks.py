@@ -39,7 +39,7 @@ def fake_minimax_venv(tmp_path):
 
 @pytest.mark.slow
 def test_bench_algos_sweep_reports_every_setting_with_provenance():
-    stdout = run_script("benchmarks/bench_algos.py", "--algos", "plr", "--num-envs", "2", "4", *TINY).stdout
+    stdout = run_script("benchmarks/speed/bench_algos.py", "--algos", "plr", "--num-envs", "2", "4", *TINY).stdout
     results = json_lines(stdout)
     assert [(r["algo"], r["num_envs"], r["num_seeds"]) for r in results] == [("plr", 2, 1), ("plr", 4, 1)]
     for result in results:
@@ -53,7 +53,7 @@ def test_bench_algos_sweep_reports_every_setting_with_provenance():
 @pytest.mark.slow
 def test_side_by_side_speedup_is_ours_per_seed_over_minimax(fake_minimax_venv):
     stdout = run_script(
-        "benchmarks/bench_algos.py",
+        "benchmarks/speed/bench_algos.py",
         *("--algos", "plr", "--num-envs", "2", "--num-seeds", "2", *TINY),
         *("--minimax", "--minimax-venv", str(fake_minimax_venv)),
     ).stdout
@@ -66,7 +66,9 @@ def test_side_by_side_speedup_is_ours_per_seed_over_minimax(fake_minimax_venv):
 
 @pytest.mark.slow
 def test_bench_env_reports_throughput():
-    stdout = run_script("benchmarks/bench_env.py", "--num-envs", "4", "8", "--num-steps", "8", "--repeats", "1").stdout
+    stdout = run_script(
+        "benchmarks/speed/bench_env.py", "--num-envs", "4", "8", "--num-steps", "8", "--repeats", "1"
+    ).stdout
     results = json_lines(stdout)
     assert [r["num_envs"] for r in results] == [4, 8]
     assert all(r["env_steps_per_s"] > 0 and r["impl"] == "cleanued" for r in results)
@@ -74,7 +76,7 @@ def test_bench_env_reports_throughput():
 
 def test_bench_env_minimax_needs_the_shipped_maze():
     result = subprocess.run(
-        [sys.executable, "benchmarks/bench_env.py", "--size", "7", "--minimax"],
+        [sys.executable, "benchmarks/speed/bench_env.py", "--size", "7", "--minimax"],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -89,7 +91,7 @@ MINIMAX_PYTHON = REPO_ROOT / "benchmarks" / ".minimax-venv" / "bin" / "python"
 @pytest.mark.skipif(not MINIMAX_PYTHON.exists(), reason="minimax venv absent (bench_algos.py --minimax creates it)")
 def test_minimax_worker_mixes_replay_and_new_level_updates():
     result = subprocess.run(
-        [str(MINIMAX_PYTHON), "benchmarks/minimax_worker.py", "--config", "accel", "--num-envs", "4"]
+        [str(MINIMAX_PYTHON), "benchmarks/peers/minimax_worker.py", "--config", "accel", "--num-envs", "4"]
         + ["--num-steps", "8", "--repeats", "1"],
         cwd=REPO_ROOT,
         capture_output=True,
@@ -107,7 +109,7 @@ def test_minimax_worker_mixes_replay_and_new_level_updates():
 @pytest.mark.slow
 def test_sfl_refresh_timer_reports_the_scoring_time():
     result = run_script(
-        "benchmarks/bench_sfl.py",
+        "benchmarks/speed/bench_sfl.py",
         "--score-batch-size",
         "8",
         "--score-steps",

@@ -1,5 +1,5 @@
-"""benchmarks/gpu_suite.py runs end to end on the CPU with its --smoke preset: every stage writes one JSON line per
-setting (device and versions included), none fails, a setting another stage measured is reused and says so, the
+"""benchmarks/speed/gpu_suite.py runs end to end on the CPU with its --smoke preset: every stage writes one JSON line
+per setting (device and versions included), none fails, a setting another stage measured is reused and says so, the
 command-buffer settings run in fresh processes with their XLA flags, a peer that does not import here is skipped and
 recorded so, and the tables are printed. The fast tests check the bookkeeping with stand-in measurements."""
 
@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+from benchmarks.speed import gpu_suite
+from common.devices import CPU_UNROLL
 
-from benchmarks import gpu_suite  # noqa: E402
-from common.devices import CPU_UNROLL  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 STAGES = ("methods", "seeds", "env", "unroll", "command_buffers", "peers")
 PEER_GROUPS = {"JaxUED env": "jaxued", "NAVIX env": "navix", "XLand-MiniGrid env": "xminigrid"}
@@ -23,7 +22,7 @@ PEER_GROUPS = {"JaxUED env": "jaxued", "NAVIX env": "navix", "XLand-MiniGrid env
 
 @pytest.mark.slow
 def test_smoke_suite_writes_every_stage(tmp_path):
-    command = [sys.executable, "benchmarks/gpu_suite.py", "--out", str(tmp_path), "--smoke"]
+    command = [sys.executable, "benchmarks/speed/gpu_suite.py", "--out", str(tmp_path), "--smoke"]
     command += ["--methods", "dr", "accel", "--sweep-methods", "dr"]
     result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

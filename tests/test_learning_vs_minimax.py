@@ -1,4 +1,4 @@
-"""The pure parts of benchmarks/learning_vs_minimax.py (its learning_vs_minimax_*.py modules) on synthetic
+"""The pure parts of benchmarks/learning/learning_vs_minimax.py (its learning_vs_minimax_*.py modules) on synthetic
 data: reading minimax's logs, where a minimax run stops and which of its checkpoints stand for which rollout
 count, the curriculum windows on both sides, the flag mapping, the bootstrap intervals and the report table.
 Nothing here trains, evaluates or runs minimax."""
@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-from benchmarks import learning_vs_minimax_config as config
-from benchmarks import learning_vs_minimax_evaluate as evaluate
-from benchmarks import learning_vs_minimax_outputs as outputs
-from benchmarks import learning_vs_minimax_report as report
-from benchmarks import learning_vs_minimax_run as run
+from benchmarks.learning import learning_vs_minimax_config as config
+from benchmarks.learning import learning_vs_minimax_evaluate as evaluate
+from benchmarks.learning import learning_vs_minimax_outputs as outputs
+from benchmarks.learning import learning_vs_minimax_report as report
+from benchmarks.learning import learning_vs_minimax_run as run
 
 
 def minimax_rows(n_updates: list[int], **columns) -> list[dict]:

@@ -421,7 +421,8 @@ def test_update_slots_takes_the_first_entry_per_slot_and_skips_inactive_ones():
     np.testing.assert_allclose(updated.max_returns, [0.0, 0.0, 1.0, 0.0])
 
 
-# --- parity with minimax-lib 0.2.0's PLRManager (tests/fixtures/minimax_plr_buffer.npz, benchmarks/minimax_fixtures.py)
+# --- parity with minimax-lib 0.2.0's PLRManager (tests/fixtures/minimax_plr_buffer.npz,
+# benchmarks/learning/minimax_fixtures.py)
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

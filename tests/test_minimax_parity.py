@@ -5,7 +5,7 @@ level scores, reproduced with cleanued's learner (`algos/dr.py`: the network, `c
 The fixtures (tests/fixtures/minimax_update_{dr,plr}.npz, minimax_scores.npz) hold minimax's parameters and
 Adam state before and after the update, named as cleanued's parameter tree, the rollout batch with the LSTM
 carry it started from, GAE, the loss and gradient of the first epoch and the update's statistics; they are
-recorded by benchmarks/minimax_fixtures.py (minimax's own venv) and only read here. Where cleanued's learner
+recorded by benchmarks/learning/minimax_fixtures.py (minimax's own venv) and only read here. Where cleanued's learner
 differs by design, the test states the difference and checks its size (see `test_*_differs_*`)."""
 
 import functools
@@ -20,7 +20,7 @@ import pytest
 from flax.training.train_state import TrainState
 
 from algos import dr, plr
-from benchmarks.minimax_params import parameter_tree
+from benchmarks.learning.minimax_params import parameter_tree
 from common import level_buffer, ued_scores
 from envs.maze import Observation
 

@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+from benchmarks.peers.bench_jaxued import markdown_table
+from benchmarks.peers.jaxued_worker import mixed_seconds_per_update
 
-from bench_jaxued import markdown_table  # noqa: E402
-from jaxued_worker import mixed_seconds_per_update  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 JAXUED_PYTHON = REPO_ROOT / "benchmarks" / ".jaxued-venv" / "bin" / "python"
 GRIDWORLDS_PYTHON = REPO_ROOT / "benchmarks" / ".gridworlds-venv" / "bin" / "python"
@@ -113,7 +112,7 @@ def test_jaxued_worker_times_the_scripts_own_train_step_with_its_cli_config(tmp_
     (tmp_path / "examples" / "maze_dr.py").write_text(FAKE_EXAMPLE)
     result = run(
         sys.executable,
-        "benchmarks/jaxued_worker.py",
+        "benchmarks/peers/jaxued_worker.py",
         *("--repo", str(tmp_path), "--method", "dr", "--repeats", "1", "--flags", "--scale", "2"),
         check=True,
     )
@@ -138,7 +137,7 @@ def test_env_side_by_side_divides_ours_by_jaxueds_steps_per_second(tmp_path):
     venv = fake_venv(tmp_path, "jaxued", [jaxued])
     result = run(
         sys.executable,
-        "benchmarks/bench_jaxued.py",
+        "benchmarks/peers/bench_jaxued.py",
         *("--part", "env", "--num-envs", "4", "--num-steps", "8", "--repeats", "1", "--wrappers", "restart"),
         *("--jaxued-venv", str(venv)),
         check=True,
@@ -150,7 +149,7 @@ def test_env_side_by_side_divides_ours_by_jaxueds_steps_per_second(tmp_path):
 
 
 def test_training_side_by_side_needs_a_jaxued_checkout():
-    result = run(sys.executable, "benchmarks/bench_jaxued.py", "--part", "train")
+    result = run(sys.executable, "benchmarks/peers/bench_jaxued.py", "--part", "train")
     assert result.returncode != 0 and "--jaxued-repo" in result.stderr
 
 
@@ -159,7 +158,7 @@ def test_gridworlds_table_compares_the_empty_amaze_room_with_each_peer(tmp_path)
     venv = fake_venv(tmp_path, "gridworlds", [peer])
     result = run(
         sys.executable,
-        "benchmarks/bench_gridworlds.py",
+        "benchmarks/peers/bench_gridworlds.py",
         *("--num-envs", "4", "--num-steps", "8", "--repeats", "1", "--peers", "navix", "--venv", str(venv)),
         check=True,
     )
@@ -173,7 +172,7 @@ def test_gridworlds_table_compares_the_empty_amaze_room_with_each_peer(tmp_path)
 def test_jaxued_env_worker_runs_the_wheels_maze():
     result = run(
         str(JAXUED_PYTHON),
-        "benchmarks/jaxued_env_worker.py",
+        "benchmarks/peers/jaxued_env_worker.py",
         *("--num-envs", "2", "--num-steps", "4", "--repeats", "1"),
         check=True,
     )
@@ -188,7 +187,7 @@ def test_jaxued_env_worker_runs_the_wheels_maze():
 def test_jaxued_worker_forces_each_plr_branch():
     result = run(
         str(JAXUED_PYTHON),
-        "benchmarks/jaxued_worker.py",
+        "benchmarks/peers/jaxued_worker.py",
         *("--repo", os.environ["JAXUED_REPO"], "--method", "plr", "--repeats", "1"),
         *("--flags", "--num_steps", "4", "--num_train_envs", "2"),
         check=True,
@@ -205,7 +204,7 @@ def test_jaxued_worker_forces_each_plr_branch():
 def test_gridworld_worker_runs_each_peer(peer):
     result = run(
         str(GRIDWORLDS_PYTHON),
-        "benchmarks/gridworlds_env_worker.py",
+        "benchmarks/peers/gridworlds_env_worker.py",
         *("--peer", peer, "--num-envs", "2", "--num-steps", "4", "--repeats", "1"),
         check=True,
     )

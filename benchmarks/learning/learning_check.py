@@ -4,7 +4,7 @@ Reads `<run-dir>/logs.csv` (mean over seeds per logged update), measures the ran
 own training-level distribution (same maze size, walls and episode length), draws the curves to a PNG
 with Pillow and prints a markdown summary. A benchmark, not a test.
 
-    python benchmarks/learning_check.py --run-dir runs/quickstart --out benchmarks/dr_quickstart_curve.png
+    python benchmarks/learning/learning_check.py --run-dir runs/quickstart --out benchmarks/dr_quickstart_curve.png
 """
 
 import csv
@@ -21,7 +21,7 @@ import tyro
 from PIL import Image, ImageDraw
 
 # SCAFFOLDING: make `envs` and `common` importable when run as a script.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from common.provenance import describe_environment  # noqa: E402
 from envs.levels import sample_dr_level  # noqa: E402

@@ -18,7 +18,7 @@ Stages (`--stage`, each resumable: it skips what is already done, so a long job 
   `--jobs` processes run at once. An interrupted cleanued run resumes exactly (`--resume`); an interrupted
   minimax run starts over, because its checkpoints do not hold the PLR buffer.
 - evaluate: every minimax checkpoint on the grid of `--checkpoint-every` rollouts is converted to cleanued's
-  parameter tree (benchmarks/minimax_checkpoint_params.py in minimax's venv; PAIRED: the protagonist), and
+  parameter tree (benchmarks/learning/minimax_checkpoint_params.py in minimax's venv; PAIRED: the protagonist), and
   every checkpoint of both sides is evaluated with cleanued's code (`common/heldout_eval.py`, sampled
   actions, first episode): (a) on one fixed set of `--train-levels` fresh DR levels of the training size
   (the training-distribution curve); (b) at the final checkpoint, on the held-out mazes.
@@ -26,8 +26,8 @@ Stages (`--stage`, each resumable: it skips what is already done, so a long job 
   updates, the curriculum from both sides' logs in windows of `--window` rollouts, time per job, and a PNG
   of the training-distribution solve rate against rollouts.
 
-    python benchmarks/learning_vs_minimax.py --methods dr plr accel paired --seeds 4 --rollouts 600 --jobs 2
-    python benchmarks/learning_vs_minimax.py --stage report   # again after any stage, or to re-read the results
+    python benchmarks/learning/learning_vs_minimax.py --methods dr plr accel paired --seeds 4 --rollouts 600 --jobs 2
+    python benchmarks/learning/learning_vs_minimax.py --stage report   # again after any stage, or to re-read results
 
 Output under `--out`: `invocations.jsonl` (argv, device, versions of both stacks), `settings.json`,
 `jobs.jsonl` (every training command exactly, with its environment, wall and CPU seconds), `logs/`,
@@ -36,8 +36,8 @@ Output under `--out`: `invocations.jsonl` (argv, device, versions of both stacks
 `training_solve_rate.png`. `runs/` and `minimax/` are bulky (a PAIRED checkpoint holds the teacher: about 83 MB
 per seed, some 5 GB for the full comparison) and listed in a `.gitignore` the run writes.
 
-The code follows the stages: benchmarks/learning_vs_minimax_config.py (`Args`, the equal configuration, the flag
-mapping), benchmarks/learning_vs_minimax_outputs.py (what one stage leaves under `--out` for the next), then
+The code follows the stages, in this file's folder: learning_vs_minimax_config.py (`Args`, the equal configuration,
+the flag mapping), learning_vs_minimax_outputs.py (what one stage leaves under `--out` for the next), then
 learning_vs_minimax_run.py, learning_vs_minimax_evaluate.py and learning_vs_minimax_report.py; this file chains
 them.
 """
@@ -56,20 +56,24 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 import tyro  # noqa: E402
 
 # SCAFFOLDING: make `benchmarks`, `algos`, `common` and `envs` importable when run as a script.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.learning_vs_minimax_config import REPO_ROOT, Args, method_settings  # noqa: E402
-from benchmarks.learning_vs_minimax_evaluate import evaluate_stage  # noqa: E402
-from benchmarks.learning_vs_minimax_outputs import append_jsonl  # noqa: E402
-from benchmarks.learning_vs_minimax_report import report_stage, settings_line  # noqa: E402
-from benchmarks.learning_vs_minimax_run import check_existing_runs, job_environment, run_stage  # noqa: E402
+from benchmarks.learning.learning_vs_minimax_config import REPO_ROOT, Args, method_settings  # noqa: E402
+from benchmarks.learning.learning_vs_minimax_evaluate import evaluate_stage  # noqa: E402
+from benchmarks.learning.learning_vs_minimax_outputs import append_jsonl  # noqa: E402
+from benchmarks.learning.learning_vs_minimax_report import report_stage, settings_line  # noqa: E402
+from benchmarks.learning.learning_vs_minimax_run import check_existing_runs, job_environment, run_stage  # noqa: E402
 from common import checkpoint as checkpoints  # noqa: E402
 from common.provenance import describe_environment  # noqa: E402
 from common.runs import one_line_errors  # noqa: E402
 
 
 def minimax_versions(venv: Path) -> dict:
-    worker = [str(venv / "bin" / "python"), str(REPO_ROOT / "benchmarks" / "minimax_checkpoint_params.py"), "versions"]
+    worker = [
+        str(venv / "bin" / "python"),
+        str(REPO_ROOT / "benchmarks" / "learning" / "minimax_checkpoint_params.py"),
+        "versions",
+    ]
     result = subprocess.run(worker, capture_output=True, text=True, env=job_environment("minimax"))
     if result.returncode != 0:
         return {"error": result.stderr.strip().splitlines()[-1] if result.stderr.strip() else "failed"}

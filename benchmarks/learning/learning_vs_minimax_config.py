@@ -1,4 +1,4 @@
-"""The configuration of benchmarks/learning_vs_minimax.py: its command line (`Args`), the equal configuration
+"""The configuration of benchmarks/learning/learning_vs_minimax.py: its command line (`Args`), the equal configuration
 both libraries train at, and how cleanued's flags are derived from minimax's shipped values.
 
 Every stage reads it: `method_settings` gives each method's flags for both sides and the settings table written
@@ -16,7 +16,7 @@ from common.errors import ConfigError
 from common.evaluate import load_script
 from envs.heldout import HELDOUT_MAZES
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 METHODS = ("dr", "plr", "accel", "paired")
 SIDES = ("cleanued", "minimax")
@@ -227,7 +227,7 @@ class Args:
     bootstrap_resamples: Annotated[int, AT_LEAST_ONE] = 10_000
     """Resamples of the bootstrap intervals over seeds."""
     minimax_venv: Path = REPO_ROOT / "benchmarks" / ".minimax-venv"
-    """Virtual environment with minimax-lib 0.2.0 (benchmarks/bench_algos.py creates it)."""
+    """Virtual environment with minimax-lib 0.2.0 (benchmarks/speed/bench_algos.py creates it)."""
     poll_seconds: Annotated[float, NON_NEGATIVE] = 2.0
     """How often running jobs are checked (minimax's stop condition is read from its logs.csv)."""
 
@@ -254,7 +254,7 @@ def minimax_shipped(method: str, venv: Path) -> dict:
     """minimax's shipped maze config for `method`, {flag: value}, read as a file from its venv."""
     found = sorted(venv.glob(f"lib/python*/site-packages/minimax/config/configs/maze/{method}.json"))
     if not found:
-        raise ConfigError(f"no minimax-lib in {venv} (create it with benchmarks/bench_algos.py --minimax)")
+        raise ConfigError(f"no minimax-lib in {venv} (create it with benchmarks/speed/bench_algos.py --minimax)")
     grid = json.loads(found[0].read_text())["args"]
     # A shipped config is a grid of one point: every value is a one-item list.
     return {key: value[0] if isinstance(value, list) else value for key, value in grid.items()}

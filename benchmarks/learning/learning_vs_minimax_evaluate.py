@@ -1,4 +1,4 @@
-"""The evaluate stage of benchmarks/learning_vs_minimax.py: both sides' checkpoints on the grid of
+"""The evaluate stage of benchmarks/learning/learning_vs_minimax.py: both sides' checkpoints on the grid of
 `--checkpoint-every` rollouts, minimax's converted to cleanued's parameter tree, each evaluated with cleanued's
 evaluator (`common/heldout_eval.py`) and appended to evaluations.jsonl.
 """
@@ -14,8 +14,8 @@ import jax
 import numpy as np
 
 from algos import dr
-from benchmarks.learning_vs_minimax_config import REPO_ROOT, SHARED, Args
-from benchmarks.learning_vs_minimax_outputs import (
+from benchmarks.learning.learning_vs_minimax_config import REPO_ROOT, SHARED, Args
+from benchmarks.learning.learning_vs_minimax_outputs import (
     append_jsonl,
     cleanued_run_dir,
     minimax_archive,
@@ -26,8 +26,8 @@ from benchmarks.learning_vs_minimax_outputs import (
     read_jsonl,
     read_minimax_log,
 )
-from benchmarks.learning_vs_minimax_run import job_environment
-from benchmarks.minimax_params import parameter_tree
+from benchmarks.learning.learning_vs_minimax_run import job_environment
+from benchmarks.learning.minimax_params import parameter_tree
 from common import checkpoint as checkpoints
 from common.errors import ConfigError
 from common.evaluate import load_run
@@ -107,7 +107,10 @@ def convert_minimax_checkpoints(args: Args, found: list[Checkpoint]) -> None:
             pairs += [str(minimax_archive(item.parents[1], tick)), str(item)]
     if not pairs:
         return
-    worker = [str(args.minimax_venv / "bin" / "python"), str(REPO_ROOT / "benchmarks" / "minimax_checkpoint_params.py")]
+    worker = [
+        str(args.minimax_venv / "bin" / "python"),
+        str(REPO_ROOT / "benchmarks" / "learning" / "minimax_checkpoint_params.py"),
+    ]
     print(f"evaluate: converting {len(pairs) // 2} minimax checkpoints", flush=True)
     subprocess.run([*worker, "convert", *pairs], check=True, env=job_environment("minimax"), stdout=subprocess.DEVNULL)
 

@@ -1,4 +1,4 @@
-"""What the stages of benchmarks/learning_vs_minimax.py leave under `--out` and how the next stage reads it:
+"""What the stages of benchmarks/learning/learning_vs_minimax.py leave under `--out` and how the next stage reads it:
 each side's run folder, minimax's log dirs, archives and logs.csv (with the rollouts its ticks played), when a
 run counts as done, and the JSON-lines records.
 """
@@ -8,7 +8,7 @@ import json
 import math
 from pathlib import Path
 
-from benchmarks.learning_vs_minimax_config import Args
+from benchmarks.learning.learning_vs_minimax_config import Args
 from common import checkpoint as checkpoints
 
 

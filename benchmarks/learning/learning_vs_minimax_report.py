@@ -1,4 +1,4 @@
-"""The report stage of benchmarks/learning_vs_minimax.py: both sides' logs read into curriculum statistics over
+"""The report stage of benchmarks/learning/learning_vs_minimax.py: both sides' logs read into curriculum statistics over
 windows of `--window` rollouts, the final evaluations as mean and 95% bootstrap interval over seeds, and the
 files report.md, report.jsonl, curriculum.jsonl and training_solve_rate.png.
 """
@@ -12,8 +12,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy import stats
 
-from benchmarks.learning_vs_minimax_config import KNOWN_DIFFERENCES, SIDES, Args
-from benchmarks.learning_vs_minimax_outputs import (
+from benchmarks.learning.learning_vs_minimax_config import KNOWN_DIFFERENCES, SIDES, Args
+from benchmarks.learning.learning_vs_minimax_outputs import (
     cleanued_run_dir,
     minimax_dir,
     minimax_done,

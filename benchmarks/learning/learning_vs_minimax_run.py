@@ -1,4 +1,4 @@
-"""The run stage of benchmarks/learning_vs_minimax.py: both sides' training commands and the processes that run
+"""The run stage of benchmarks/learning/learning_vs_minimax.py: both sides' training commands and the processes that run
 them, `--jobs` at once. cleanued resumes an interrupted run; minimax starts over and is stopped at the first
 archive where it has played `--rollouts` rollouts. Every finished process is recorded in jobs.jsonl.
 """
@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.learning_vs_minimax_config import LOG_INTERVAL, REPO_ROOT, Args, cli_flags, same
-from benchmarks.learning_vs_minimax_outputs import (
+from benchmarks.learning.learning_vs_minimax_config import LOG_INTERVAL, REPO_ROOT, Args, cli_flags, same
+from benchmarks.learning.learning_vs_minimax_outputs import (
     append_jsonl,
     cleanued_done,
     cleanued_run_dir,

@@ -1,12 +1,13 @@
 """Turn minimax-lib 0.2.0 training checkpoints into cleanued's student parameter tree, for
-benchmarks/learning_vs_minimax.py, which evaluates both libraries' policies with cleanued's evaluator.
+benchmarks/learning/learning_vs_minimax.py, which evaluates both libraries' policies with cleanued's evaluator.
 
 Run with the Python of the minimax virtual environment (its pinned JAX 0.4.31 stack, `MINIMAX_STACK` in
-benchmarks/bench_algos.py); it never imports cleanued's code. The parameter names are mapped with
-benchmarks/minimax_fixtures.py (`PARAM_NAMES`, `flat_params`), the mapping the parity tests use.
+benchmarks/speed/bench_algos.py); it never imports cleanued's code. The parameter names are mapped with
+benchmarks/learning/minimax_fixtures.py (`PARAM_NAMES`, `flat_params`), the mapping the parity tests use.
 
-    benchmarks/.minimax-venv/bin/python benchmarks/minimax_checkpoint_params.py versions
-    benchmarks/.minimax-venv/bin/python benchmarks/minimax_checkpoint_params.py convert IN.pkl OUT.npz [IN OUT ...]
+    benchmarks/.minimax-venv/bin/python benchmarks/learning/minimax_checkpoint_params.py versions
+    benchmarks/.minimax-venv/bin/python benchmarks/learning/minimax_checkpoint_params.py convert IN.pkl OUT.npz \
+        [IN OUT ...]
 
 `versions` prints one JSON line: minimax's package versions and the devices its JAX sees. `convert` reads
 each checkpoint `python -m minimax.train` wrote (`checkpoint_<tick>.pkl`: a list whose item 1 is the student

@@ -1,12 +1,12 @@
 """Record minimax-lib 0.2.0 reference fixtures for the update and level-buffer parity tests.
 
 Run with the Python of the minimax virtual environment (its pinned JAX 0.4.31 stack, `MINIMAX_STACK` in
-benchmarks/bench_algos.py); it never imports cleanued's code, and the tests never run it: they read the
+benchmarks/speed/bench_algos.py); it never imports cleanued's code, and the tests never run it: they read the
 committed .npz files it writes. Everything is tiny (4 envs x 16 steps, LSTM 16, 7x7 mazes, an 8-slot
 buffer) so each file stays well under 1 MB and the tests take seconds.
 
-    benchmarks/.minimax-venv/bin/python benchmarks/minimax_fixtures.py            # all, into tests/fixtures
-    benchmarks/.minimax-venv/bin/python benchmarks/minimax_fixtures.py --only buffer
+    benchmarks/.minimax-venv/bin/python benchmarks/learning/minimax_fixtures.py            # all, into tests/fixtures
+    benchmarks/.minimax-venv/bin/python benchmarks/learning/minimax_fixtures.py --only buffer
 
 Files (tests/fixtures/):
 - minimax_plr_buffer.npz: minimax's `PLRManager` (force_unique, rank, MaxMC, capacity 8, 4 levels per
@@ -48,7 +48,7 @@ from minimax.runners import ExperimentRunner  # noqa: E402
 from minimax.util.rl.plr import PLRManager  # noqa: E402
 from minimax.util.rl.ued_scores import UEDScore, compute_ued_scores  # noqa: E402
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # minimax's GridWorldACStudentModel parameter path -> cleanued's ActorCritic path (algos/dr.py).
 PARAM_NAMES = {
@@ -81,7 +81,7 @@ def meta(**extra) -> np.ndarray:
         "jax": jax.__version__,
         "flax": metadata.version("flax"),
         "optax": metadata.version("optax"),
-        "recorder": "benchmarks/minimax_fixtures.py",
+        "recorder": "benchmarks/learning/minimax_fixtures.py",
         **extra,
     }
     return np.array(json.dumps(info, sort_keys=True))

@@ -1,7 +1,7 @@
 """minimax's parameters, stored flat under cleanued's names, back into cleanued's nested parameter tree.
 
-benchmarks/minimax_fixtures.py (the parity fixtures) and benchmarks/minimax_checkpoint_params.py (the
-checkpoints of benchmarks/learning_vs_minimax.py) run in minimax's venv and write `<prefix><cleanued path>`
+benchmarks/learning/minimax_fixtures.py (the parity fixtures) and benchmarks/learning/minimax_checkpoint_params.py (the
+checkpoints of benchmarks/learning/learning_vs_minimax.py) run in minimax's venv and write `<prefix><cleanued path>`
 arrays; tests/test_minimax_parity.py and the learning comparison's evaluate stage read them with this,
 without importing the comparison's harness.
 """

@@ -1,7 +1,7 @@
 """How much a replay score informs, and how widely replay spreads: one run of a replay script, its buffer read
 after every chunk.
 
-    python benchmarks/replay_spread.py --algo plr --score-function learnability --total-updates 300
+    python benchmarks/learning/replay_spread.py --algo plr --score-function learnability --total-updates 300
 
 Trains one seed at the script's defaults (the papers' mazes, 32 envs x 256 steps, 250-step episodes) with the
 given score, buffer size and length, and after each chunk of --log-interval updates prints a JSON line:
@@ -17,7 +17,8 @@ play lag behind the policy as it is now: N filled slots are played --lag-attempt
 (first episode of each attempt, as held-out evaluation counts), and their success rate now is set against the
 stored one (successes / episodes, learnability's p).
 
-    python benchmarks/replay_spread.py --algo plr --score-function learnability --total-updates 400 --lag-levels 500
+    python benchmarks/learning/replay_spread.py --algo plr --score-function learnability --total-updates 400 \
+        --lag-levels 500
 """
 
 import importlib
@@ -33,7 +34,7 @@ import numpy as np
 import tyro
 
 # SCAFFOLDING: make `algos` and `common` importable when run as a script.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from common import heldout_eval, level_buffer  # noqa: E402
 from common.config import with_flags  # noqa: E402

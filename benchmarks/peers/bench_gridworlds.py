@@ -4,11 +4,11 @@ timed apart, median of `--repeats` after `block_until_ready`).
 
 AMaze runs in this process, 13x13 with DR's resampling (`step_and_resample_batch`), with 60 walls (the task) and
 with none (an empty room with a random agent and goal: the closest match to the peers' rooms). The peers run in
-benchmarks/gridworlds_env_worker.py (its docstring lists their settings) from a virtual environment this script
+benchmarks/peers/gridworlds_env_worker.py (its docstring lists their settings) from a virtual environment this script
 creates on first use: navix and xminigrid from PyPI on top of this interpreter's own packages (a .pth file), so
 all three run on the same JAX and jaxlib.
 
-    python benchmarks/bench_gridworlds.py --num-envs 32 1024 4096
+    python benchmarks/peers/bench_gridworlds.py --num-envs 32 1024 4096
 """
 
 import json
@@ -21,13 +21,12 @@ from pathlib import Path
 
 import tyro
 
-# SCAFFOLDING: make `envs` and `common` importable when run as a script.
-REPO_ROOT = Path(__file__).resolve().parents[1]
+# SCAFFOLDING: make `benchmarks`, `envs` and `common` importable when run as a script.
+REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
-sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 
-import bench_env  # noqa: E402
-from bench_jaxued import json_lines, markdown_table, ratio  # noqa: E402
+from benchmarks.peers.bench_jaxued import json_lines, markdown_table, ratio  # noqa: E402
+from benchmarks.speed import bench_env  # noqa: E402
 
 PEERS = {"navix": "NAVIX", "xminigrid": "XLand-MiniGrid"}
 """Package -> name in the table."""
@@ -83,7 +82,7 @@ def main(args: Args) -> None:
         amaze[n_walls] = [bench_env.measure(env_args, num_envs) for num_envs in args.num_envs]
     peers = {}
     for peer in args.peers:
-        command = [str(python), str(REPO_ROOT / "benchmarks" / "gridworlds_env_worker.py"), "--peer", peer]
+        command = [str(python), str(Path(__file__).resolve().parent / "gridworlds_env_worker.py"), "--peer", peer]
         command += ["--num-envs", *map(str, args.num_envs), "--num-steps", str(args.num_steps)]
         command += ["--repeats", str(args.repeats)]
         peers[peer] = json_lines(subprocess.run(command, capture_output=True, text=True, check=True).stdout)

@@ -2,15 +2,16 @@
 
 Env-only (`--part env`): random policy reading every observation, bench_env.py's protocol at 13x13 with 60 walls,
 ours in this process, JaxUED's Maze from the PyPI wheel (jaxued 0.0.1) in its own virtual environment
-(benchmarks/jaxued_env_worker.py), and with `--minimax` minimax-lib 0.2.0's (benchmarks/minimax_env_worker.py).
+(benchmarks/peers/jaxued_env_worker.py), and with `--minimax` minimax-lib 0.2.0's
+(benchmarks/peers/minimax_env_worker.py).
 
 Training (`--part train`, needs `--jaxued-repo`, a local checkout of github.com/DramaCow/jaxued, whose examples/
 are not in the wheel): ours as bench_algos.py times it (paper configuration, one seed, replay methods from a full
-buffer), JaxUED's examples/maze_{dr,plr,paired}.py run by benchmarks/jaxued_worker.py at the same configuration
+buffer), JaxUED's examples/maze_{dr,plr,paired}.py run by benchmarks/peers/jaxued_worker.py at the same configuration
 and steady-state rule, and with `--minimax` minimax's worker. One table of env steps/s per method.
 
-    python benchmarks/bench_jaxued.py --part env --num-envs 32 1024 4096
-    python benchmarks/bench_jaxued.py --part train --jaxued-repo /tmp/jaxued --algos dr plr accel paired
+    python benchmarks/peers/bench_jaxued.py --part env --num-envs 32 1024 4096
+    python benchmarks/peers/bench_jaxued.py --part train --jaxued-repo /tmp/jaxued --algos dr plr accel paired
 
 The JaxUED environment is created on first use with the running Python (3.11) and JAXUED_STACK; nothing of it or
 of the checkout is committed.
@@ -25,13 +26,11 @@ from typing import Literal
 
 import tyro
 
-# SCAFFOLDING: make `envs` and `common` importable when run as a script.
-REPO_ROOT = Path(__file__).resolve().parents[1]
+# SCAFFOLDING: make `benchmarks`, `envs` and `common` importable when run as a script.
+REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
-sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 
-import bench_algos  # noqa: E402
-import bench_env  # noqa: E402
+from benchmarks.speed import bench_algos, bench_env  # noqa: E402
 
 JAXUED_STACK = (
     "jaxued==0.0.1",
@@ -85,7 +84,7 @@ def json_lines(stdout: str) -> list[dict]:
 
 
 def run_worker(python: Path, script: str, *args: str) -> list[dict]:
-    command = [str(python), str(REPO_ROOT / "benchmarks" / script), *args]
+    command = [str(python), str(Path(__file__).resolve().parent / script), *args]
     return json_lines(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
 
 

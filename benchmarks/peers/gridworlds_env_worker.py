@@ -12,7 +12,7 @@ ships it, random actions over the peer's own action set, and each step's observa
 - xminigrid: MiniGrid-EmptyRandom (random agent and direction, goal in the bottom-right corner), height = width =
   15, `view_size=5` (MiniGrid's forward view), 6 actions, `GymAutoResetWrapper` (reset on the ending step).
 
-    <gridworlds venv>/bin/python benchmarks/gridworlds_env_worker.py --peer navix --num-envs 32 1024
+    <gridworlds venv>/bin/python benchmarks/peers/gridworlds_env_worker.py --peer navix --num-envs 32 1024
 """
 
 import argparse

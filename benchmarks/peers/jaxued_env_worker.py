@@ -9,7 +9,7 @@ is `AutoReplayWrapper` (the same level again), what examples/maze_plr.py and maz
 actions over the env's action space (7, MiniGrid's set); each step's observation enters the result. Prints one
 JSON line per env count.
 
-    <jaxued venv>/bin/python benchmarks/jaxued_env_worker.py --num-envs 32 1024 --wrapper resample
+    <jaxued venv>/bin/python benchmarks/peers/jaxued_env_worker.py --num-envs 32 1024 --wrapper resample
 """
 
 import argparse

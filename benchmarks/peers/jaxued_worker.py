@@ -22,7 +22,7 @@ with the replay probability forced to 1 and to 0 and mixes them at the configure
 both students'), so env steps/s compare with ours and minimax's. Each timing runs one warm-up call and reports the
 median of `--repeats` calls after `block_until_ready`. Prints one JSON line.
 
-    <jaxued venv>/bin/python benchmarks/jaxued_worker.py --repo /path/to/jaxued --method plr
+    <jaxued venv>/bin/python benchmarks/peers/jaxued_worker.py --repo /path/to/jaxued --method plr
 """
 
 import argparse

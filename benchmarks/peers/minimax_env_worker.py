@@ -6,7 +6,7 @@ episodes, normalized observations). `--wrapper resample` is its default auto-res
 wherever an episode ends, as DR trains); `--wrapper restart` passes each env's first state as the reset
 state (as level replay does). Prints one JSON line per env count.
 
-    <minimax venv>/bin/python benchmarks/minimax_env_worker.py --num-envs 32 1024 --wrapper resample
+    <minimax venv>/bin/python benchmarks/peers/minimax_env_worker.py --num-envs 32 1024 --wrapper resample
 """
 
 import argparse

@@ -13,7 +13,7 @@ on the draw. For those the worker times replay updates and new-level updates apa
 forced to 1 and to 0) and reports their mix at the shipped replay probability: the expected seconds and
 env steps per update. Env steps count every rollout of every student and block.
 
-    <minimax venv>/bin/python benchmarks/minimax_worker.py --config dr --num-envs 32 --num-steps 256
+    <minimax venv>/bin/python benchmarks/peers/minimax_worker.py --config dr --num-envs 32 --num-steps 256
 """
 
 import argparse

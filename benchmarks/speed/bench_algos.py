@@ -8,15 +8,15 @@ and replacement all take place in the timed calls. One JSON line per method and 
 versions, commit and full config, then a markdown table. Several `--num-envs` or `--num-seeds` values
 measure every combination (a scaling sweep).
 
-    python benchmarks/bench_algos.py --algos dr --num-envs 32 --num-steps 256 --num-seeds 1
-    python benchmarks/bench_algos.py --algos dr plr --num-envs 32 256 1024 4096 --updates-per-call 1
+    python benchmarks/speed/bench_algos.py --algos dr --num-envs 32 --num-steps 256 --num-seeds 1
+    python benchmarks/speed/bench_algos.py --algos dr plr --num-envs 32 256 1024 4096 --updates-per-call 1
 
 With `--minimax`, the same protocol runs on minimax-lib 0.2.0 at the same settings (its shipped maze config
-per method) in a subprocess (benchmarks/minimax_worker.py), from a virtual environment the benchmark
+per method) in a subprocess (benchmarks/peers/minimax_worker.py), from a virtual environment the benchmark
 creates on first use with minimax's pinned stack, and a side-by-side table of env steps/s with the
 speed-up per method follows.
 
-    python benchmarks/bench_algos.py --algos dr plr --minimax
+    python benchmarks/speed/bench_algos.py --algos dr plr --minimax
 """
 
 import functools
@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import tyro
 
 # SCAFFOLDING: make `envs` and `common` importable when run as a script.
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
 
 from common import level_buffer  # noqa: E402
@@ -196,7 +196,8 @@ def minimax_python(venv: Path) -> Path:
 
 
 def measure_minimax(name: str, args: Args, num_envs: int) -> dict:
-    command = [str(minimax_python(Path(args.minimax_venv))), str(REPO_ROOT / "benchmarks" / "minimax_worker.py")]
+    worker = REPO_ROOT / "benchmarks" / "peers" / "minimax_worker.py"
+    command = [str(minimax_python(Path(args.minimax_venv))), str(worker)]
     command += ["--config", MINIMAX_CONFIGS[name], "--num-envs", str(num_envs)]
     command += ["--num-steps", str(args.num_steps), "--repeats", str(args.repeats)]
     result = subprocess.run(command, capture_output=True, text=True, check=True)

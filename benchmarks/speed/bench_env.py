@@ -7,13 +7,13 @@ and taken one per episode by `step_and_next_level`, as dr.py runs it; making the
 runs after `block_until_ready`. Prints one JSON line per N (with the episodes that had to reuse a level: 0
 unless an env ran out), then a table.
 
-    python benchmarks/bench_env.py --num-envs 32 1024 16384
-    python benchmarks/bench_env.py --wrapper restart --size 101 --num-envs 1024
+    python benchmarks/speed/bench_env.py --num-envs 32 1024 16384
+    python benchmarks/speed/bench_env.py --wrapper restart --size 101 --num-envs 1024
 
-With `--minimax`, minimax-lib 0.2.0's Maze runs the same protocol (benchmarks/minimax_env_worker.py, in the
+With `--minimax`, minimax-lib 0.2.0's Maze runs the same protocol (benchmarks/peers/minimax_env_worker.py, in the
 virtual environment bench_algos.py creates) at 13x13 with 60 walls, and a side-by-side table follows.
 
-    python benchmarks/bench_env.py --num-envs 32 1024 --minimax
+    python benchmarks/speed/bench_env.py --num-envs 32 1024 --minimax
 """
 
 import functools
@@ -30,11 +30,11 @@ import jax
 import jax.numpy as jnp
 import tyro
 
-# SCAFFOLDING: make `envs` and `common` importable when run as a script.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# SCAFFOLDING: make `benchmarks`, `envs` and `common` importable when run as a script.
+REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT))
 
-from bench_algos import minimax_python  # noqa: E402
-
+from benchmarks.speed.bench_algos import minimax_python  # noqa: E402
 from common.provenance import describe_environment  # noqa: E402
 from envs.levels import sample_dr_level  # noqa: E402
 from envs.maze import (  # noqa: E402
@@ -67,7 +67,7 @@ class Args:
     """Extra key=value pairs recorded with every result."""
     minimax: bool = False
     """Also measure minimax-lib 0.2.0's Maze (13x13, 60 walls only) and print the ratio per env count."""
-    minimax_venv: str = str(Path(__file__).resolve().parent / ".minimax-venv")
+    minimax_venv: str = str(REPO_ROOT / "benchmarks" / ".minimax-venv")
     """Virtual environment for minimax's pinned stack; created with the running Python if missing."""
 
 
@@ -145,7 +145,8 @@ def measure(args: Args, num_envs: int) -> dict:
 
 
 def measure_minimax(args: Args) -> list[dict]:
-    command = [str(minimax_python(Path(args.minimax_venv))), str(Path(__file__).parent / "minimax_env_worker.py")]
+    worker = REPO_ROOT / "benchmarks" / "peers" / "minimax_env_worker.py"
+    command = [str(minimax_python(Path(args.minimax_venv))), str(worker)]
     command += ["--num-envs", *map(str, args.num_envs), "--num-steps", str(args.num_steps)]
     command += ["--repeats", str(args.repeats), "--wrapper", args.wrapper]
     result = subprocess.run(command, capture_output=True, text=True, check=True)

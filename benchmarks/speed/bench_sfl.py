@@ -1,6 +1,6 @@
 """Seconds per SFL refresh: the scoring of fresh levels that opens every --refresh-interval updates.
 
-    python benchmarks/bench_sfl.py --score-batch-size 5000 --score-steps 2000 --score-batches 1
+    python benchmarks/speed/bench_sfl.py --score-batch-size 5000 --score-steps 2000 --score-batches 1
 
 Builds `algos/sfl.py`'s functions at the given sizes and compiles one chunk of one update. The chunk refreshes
 when it starts on a multiple of --refresh-interval: the scoring time is the chunk's time from update 0 (with
@@ -18,7 +18,7 @@ import jax
 import tyro
 
 # SCAFFOLDING: make `algos` and `common` importable when run as a script.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from algos import sfl  # noqa: E402
 from common.config import with_flags  # noqa: E402

@@ -2,8 +2,8 @@
 vmapped in one process, the env alone at growing batch sizes, the unroll of the scans, XLA command buffers on loops,
 and the peers side by side on the same GPU.
 
-    python benchmarks/gpu_suite.py --out gpu_results --jaxued-repo /tmp/jaxued   # on a GPU: about 24 minutes (planned)
-    python benchmarks/gpu_suite.py --out /tmp/smoke --smoke                      # every stage at tiny sizes, on a CPU
+    python benchmarks/speed/gpu_suite.py --out gpu_results --jaxued-repo /tmp/jaxued  # GPU: about 24 min (planned)
+    python benchmarks/speed/gpu_suite.py --out /tmp/smoke --smoke  # every stage at tiny sizes, on a CPU
 
 Stages, in order, each a list of settings measured by the benchmark that owns them, with the planned minutes of the
 full suite on one H100. The plan is built from the first H100 measurements (commit 90da373, benchmarks/README.md):
@@ -11,15 +11,15 @@ compiles of 13-26 s per method at unroll 1 and 2.5-4x that at unroll 8 (DR: 14 s
 now use on a GPU by default, plus about 10 s per setting to build, fill the buffer and warm up; the timed updates
 themselves take seconds.
 1. `methods` (7 min): every algos/ script at the paper configuration (32 envs x 256 steps, LSTM-256, one seed),
-   `benchmarks/bench_algos.py:measure` (AOT compile timed apart, replay buffers full, median of timed calls).
+   `benchmarks/speed/bench_algos.py:measure` (AOT compile timed apart, replay buffers full, median of timed calls).
 2. `seeds` (4 min): DR and ACCEL at 1, 8 and 64 vmapped seeds, the same measure.
 3. `env` (1 min): AMaze alone with DR's fresh levels and a random policy reading every observation, 1,024 to
-   65,536 envs, `benchmarks/bench_env.py:measure`, with dr.py's levels per env (one per 4 steps, for trained agents)
-   and with the few a random policy uses (the peers stage's setting).
+   65,536 envs, `benchmarks/speed/bench_env.py:measure`, with dr.py's levels per env (one per 4 steps, for trained
+   agents) and with the few a random policy uses (the peers stage's setting).
 4. `unroll` (4.5 min): DR and ACCEL, one seed, with the rollout and LSTM scans unrolled 1, 4, 8 and 16 steps per
    loop iteration (`--unroll`); every record has its compile time, which unrolling lengthens. 64 seeds at unroll 1
    and 8 would add about 4 minutes and are left out of the 25 (the seeds stage's 64 is unroll 8 on a GPU;
-   `python benchmarks/bench_algos.py --algos dr accel --num-seeds 64 --set unroll=1` measures the other).
+   `python benchmarks/speed/bench_algos.py --algos dr accel --num-seeds 64 --set unroll=1` measures the other).
 5. `command_buffers` (3 min): DR and ACCEL, one seed, each in a fresh process (XLA reads XLA_FLAGS once per
    process): XLA's defaults; `--xla_gpu_enable_command_buffer=+WHILE` (loops run as CUDA graphs, no launch per
    iteration); and that plus `--xla_gpu_command_buffer_unroll_loops=true`. At unroll 1: command buffers cut the
@@ -28,13 +28,13 @@ themselves take seconds.
    them), so the smoke preset runs all three processes.
 6. `peers` (5 min): the peers on this interpreter's own jax, each beside the AMaze setting it compares with
    (ratio ours / theirs of env steps/s). Env-only at 65,536 envs (the issue's target batch): JaxUED's Maze
-   (benchmarks/jaxued_env_worker.py) against AMaze resampling and restarting with 60 walls; NAVIX and XLand-MiniGrid
-   (benchmarks/gridworlds_env_worker.py) against an empty AMaze room. Training: JaxUED's maze_dr.py and maze_plr.py
-   (Robust PLR, ACCEL) from the checkout `--jaxued-repo` names (benchmarks/jaxued_worker.py) against our DR, Robust
-   PLR and ACCEL at one seed. The workers run with this interpreter, so the peers' packages must import here: on a
-   machine without a package index, install their wheels with `pip install --no-deps --target DIR` and put DIR on
-   PYTHONPATH. A peer that is not installed, or the scripts without a checkout, is skipped: a line says why, and
-   the skip is recorded.
+   (benchmarks/peers/jaxued_env_worker.py) against AMaze resampling and restarting with 60 walls; NAVIX and
+   XLand-MiniGrid (benchmarks/peers/gridworlds_env_worker.py) against an empty AMaze room. Training: JaxUED's
+   maze_dr.py and maze_plr.py (Robust PLR, ACCEL) from the checkout `--jaxued-repo` names
+   (benchmarks/peers/jaxued_worker.py) against our DR, Robust PLR and ACCEL at one seed. The workers run with this
+   interpreter, so the peers' packages must import here: on a machine without a package index, install their wheels
+   with `pip install --no-deps --target DIR` and put DIR on PYTHONPATH. A peer that is not installed, or the scripts
+   without a checkout, is skipped: a line says why, and the skip is recorded.
 A setting that another stage of the same run already measured (the methods stage's DR is the seeds stage's DR x1,
 and on a GPU the unroll stage's unroll 8) is measured once: its record is written again with `same_as` naming the
 first. Every result is one JSON line (device, versions, commit and config included) appended to `<out>/<stage>.jsonl`
@@ -59,10 +59,10 @@ from typing import Literal
 import tyro
 
 # SCAFFOLDING: make `benchmarks`, `envs` and `common` importable when run as a script.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks import bench_algos, bench_env  # noqa: E402
-from benchmarks.bench_jaxued import markdown_table, ratio  # noqa: E402
+from benchmarks.peers.bench_jaxued import markdown_table, ratio  # noqa: E402
+from benchmarks.speed import bench_algos, bench_env  # noqa: E402
 from common.config import Devices  # noqa: E402
 from common.devices import scan_unroll  # noqa: E402
 from common.provenance import describe_environment  # noqa: E402
@@ -70,7 +70,8 @@ from common.provenance import describe_environment  # noqa: E402
 Stage = Literal["methods", "seeds", "env", "unroll", "command_buffers", "peers"]
 STAGES: tuple[Stage, ...] = ("methods", "seeds", "env", "unroll", "command_buffers", "peers")
 METHODS = ("dr", "paired", "plr", "accel", "plr_parallel", "accel_parallel", "sfl")
-BENCHMARKS = Path(__file__).resolve().parent
+PEER_WORKERS = Path(__file__).resolve().parents[1] / "peers"
+"""The folder of the peers' worker scripts."""
 COMMAND_BUFFERS = {
     "default": "",
     "while": "--xla_gpu_enable_command_buffer=+WHILE",
@@ -243,7 +244,7 @@ def run_worker(command: list[str], env: dict[str, str] | None = None) -> dict:
 def measure_with_xla_flags(sizes: Sizes, name: str, xla_flags: str) -> dict:
     """bench_algos.py in a fresh process with `xla_flags` added to XLA_FLAGS, at unroll COMMAND_BUFFER_UNROLL."""
     flags = " ".join(part for part in (os.environ.get("XLA_FLAGS", ""), xla_flags) if part)
-    command = [str(BENCHMARKS / "bench_algos.py"), "--algos", name, "--num-envs", str(script_num_envs(sizes, name))]
+    command = [bench_algos.__file__, "--algos", name, "--num-envs", str(script_num_envs(sizes, name))]
     command += ["--num-steps", str(sizes.num_steps), "--updates-per-call", str(sizes.updates_per_call)]
     command += ["--repeats", str(sizes.repeats), "--set", *known_overrides(sizes, name)]
     command += [f"unroll={COMMAND_BUFFER_UNROLL}"]
@@ -262,7 +263,7 @@ PEER_IMPORTS = {
 def import_problem(package: str) -> str | None:
     """Why `package`'s worker cannot run with this interpreter (the error its imports raised), or None."""
     result = subprocess.run(
-        [sys.executable, "-c", PEER_IMPORTS[package]], cwd=BENCHMARKS, capture_output=True, text=True
+        [sys.executable, "-c", PEER_IMPORTS[package]], cwd=PEER_WORKERS, capture_output=True, text=True
     )
     if result.returncode == 0:
         return None
@@ -286,7 +287,7 @@ def peer_settings(sizes: Sizes, args: Args) -> list[Setting]:
     else:
         for count in sizes.peer_env_counts:
             for wrapper in ("resample", "restart"):
-                command = [str(BENCHMARKS / "jaxued_env_worker.py"), "--num-envs", str(count), *env_flags]
+                command = [str(PEER_WORKERS / "jaxued_env_worker.py"), "--num-envs", str(count), *env_flags]
                 command += ["--wrapper", wrapper, "--n-walls", str(PEER_WALLS)]
                 ours = env_setting(
                     f"ours {wrapper} {count}", sizes, count, wrapper, PEER_MAZE_SIZE, PEER_WALLS, RANDOM_POLICY_LEVELS
@@ -297,7 +298,7 @@ def peer_settings(sizes: Sizes, args: Args) -> list[Setting]:
             settings.append(Setting(f"{name} env", skipped=problem))
             continue
         for count in sizes.peer_env_counts:
-            command = [str(BENCHMARKS / "gridworlds_env_worker.py"), "--peer", package, "--num-envs", str(count)]
+            command = [str(PEER_WORKERS / "gridworlds_env_worker.py"), "--peer", package, "--num-envs", str(count)]
             ours = env_setting(f"ours empty {count}", sizes, count, "resample", PEER_MAZE_SIZE, 0, RANDOM_POLICY_LEVELS)
             compare(ours, Setting(f"{name} {count}", lambda c=command + env_flags: run_worker(c), versus=ours.label))
     problem = jaxued_problem or (
@@ -308,7 +309,7 @@ def peer_settings(sizes: Sizes, args: Args) -> list[Setting]:
         return settings
     shrink = ["--flags", *sizes.jaxued_flags] if sizes.jaxued_flags else []
     for method in JAXUED_METHODS:
-        command = [str(BENCHMARKS / "jaxued_worker.py"), "--repo", args.jaxued_repo, "--method", method]
+        command = [str(PEER_WORKERS / "jaxued_worker.py"), "--repo", args.jaxued_repo, "--method", method]
         command += ["--updates-per-call", str(sizes.updates_per_call), "--repeats", str(sizes.repeats), *shrink]
         ours = algo_setting(f"ours {method}", sizes, method, 1)
         compare(ours, Setting(f"JaxUED {method}", lambda c=command: run_worker(c), versus=ours.label))

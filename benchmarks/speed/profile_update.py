@@ -9,9 +9,9 @@ XLA's count of the floating-point operations of each phase and the rate that giv
 multiply a phase's count by the trip counts of its loops, e.g. PPO's epochs, for its real work); `--algo paired`
 adds a plain matmul of the teacher's input-projection size as the device's reference rate for dense work.
 
-    python benchmarks/profile_update.py --algo dr
-    python benchmarks/profile_update.py --algo plr
-    python benchmarks/profile_update.py --algo paired
+    python benchmarks/speed/profile_update.py --algo dr
+    python benchmarks/speed/profile_update.py --algo plr
+    python benchmarks/speed/profile_update.py --algo paired
 """
 
 import functools
@@ -28,11 +28,10 @@ import jax.numpy as jnp
 import tyro
 from flax.training.train_state import TrainState
 
-# SCAFFOLDING: make `algos`, `envs` and `common` importable when run as a script.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# SCAFFOLDING: make `benchmarks`, `algos`, `envs` and `common` importable when run as a script.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench_algos import load_algo, warm_buffers  # noqa: E402
-
+from benchmarks.speed.bench_algos import load_algo, warm_buffers  # noqa: E402
 from common import level_buffer  # noqa: E402
 from common.config import with_flags  # noqa: E402
 from common.provenance import describe_environment  # noqa: E402

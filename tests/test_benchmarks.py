@@ -1,14 +1,22 @@
-"""The benchmark harness: result fields, the scaling sweep, the minimax side-by-side plumbing, the SFL refresh
-timer. Timings are never asserted; the real minimax worker runs only where its virtual environment exists."""
+"""The benchmark harness: the env timer the env benchmarks share, result fields, the scaling sweep, the minimax
+side-by-side plumbing, the SFL refresh timer. Measured timings are never asserted (only the env timer's, on a function
+that sleeps known times); the real minimax worker runs only where its virtual environment exists."""
 
+import ast
 import json
 import math
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
+
+from benchmarks.peers import env_timing
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,6 +90,71 @@ def test_bench_env_minimax_needs_the_shipped_maze():
         text=True,
     )
     assert result.returncode != 0 and "--size 13 --n-walls 60" in result.stderr
+
+
+SLEEP_S = {0: 0.5, 1: 0.3, 2: 0.0, 3: 0.1}
+"""Seconds each call of the timed stand-in sleeps, by the seed of its key: the warm-up call (seed 0) the longest."""
+
+
+def sleeping_rollout(calls: list[int]):
+    """A jitted function of one key that records its key's seed on the host, sleeps SLEEP_S[seed] there and returns
+    the seed: the timer waits for it only through `block_until_ready`."""
+
+    def host(seed):
+        calls.append(int(seed))
+        time.sleep(SLEEP_S[int(seed)])
+        return np.asarray(seed, np.uint32)
+
+    def rollout(key):
+        seed = jax.random.key_data(key)[-1]
+        return jax.pure_callback(host, jax.ShapeDtypeStruct((), jnp.uint32), seed)
+
+    return jax.jit(rollout)
+
+
+@pytest.mark.parametrize("make_key", [jax.random.key, jax.random.PRNGKey], ids=["typed key", "raw key"])
+def test_env_timer_compiles_apart_warms_up_once_and_reports_the_median_timed_call(make_key):
+    calls = []
+    timing = env_timing.time_rollout(sleeping_rollout(calls), make_key, repeats=3)
+    assert calls == [0, 1, 2, 3]  # compiling runs nothing; one warm-up call on seed 0, then seeds 1..repeats
+    assert [int(output) for output in timing.outputs] == [1, 2, 3]
+    assert 0 < timing.compile_s
+    assert SLEEP_S[3] <= timing.steady_s < SLEEP_S[1]  # the median call, the warm-up left out
+
+
+def test_env_timer_reports_the_fields_the_tables_read():
+    timing = env_timing.Timing(compile_s=1.23456, steady_s=0.123456, outputs=[])
+    assert timing.report(num_envs=4, num_steps=8) == {
+        "num_envs": 4,
+        "num_steps": 8,
+        "compile_s": 1.235,
+        "steady_s": 0.1235,
+        "env_steps_per_s": round(32 / 0.123456),
+    }
+
+
+ENV_WORKERS = ("minimax_env_worker.py", "jaxued_env_worker.py", "gridworlds_env_worker.py")
+
+
+def imported_modules(path: Path) -> set[str]:
+    modules = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            modules |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            modules.add(node.module.split(".")[0])
+    return modules
+
+
+def test_env_timer_and_the_peer_env_workers_import_nothing_of_the_project():
+    """They run with a peer's own Python and jax (minimax's 0.4.31): the timer imports jax and the standard library
+    only, each worker those, its peer's packages and its own folder's modules."""
+    peers = REPO_ROOT / "benchmarks" / "peers"
+    assert imported_modules(peers / "env_timing.py") - set(sys.stdlib_module_names) == {"jax"}
+    project = {"algos", "benchmarks", "common", "envs", "tests"}
+    for worker in ENV_WORKERS:
+        modules = imported_modules(peers / worker)
+        assert "env_timing" in modules and not modules & project, worker
 
 
 MINIMAX_PYTHON = REPO_ROOT / "benchmarks" / ".minimax-venv" / "bin" / "python"

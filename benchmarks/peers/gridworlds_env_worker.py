@@ -17,16 +17,12 @@ ships it, random actions over the peer's own action set, and each step's observa
 
 import argparse
 import json
-import os
-import platform
-import statistics
 import sys
-import time
 import types
-from importlib import metadata
 
 import jax
 import jax.numpy as jnp
+from env_timing import describe_peer, time_rollout
 
 GRID = 15
 """Cells per side, border walls included: AMaze's 13x13 interior plus its wall border."""
@@ -113,33 +109,15 @@ def main() -> None:
     cli.add_argument("--repeats", type=int, default=5)
     options = cli.parse_args()
     for num_envs in options.num_envs:
-        rollout = make_rollout(options.peer, num_envs, options.num_steps)
-        rng = jax.random.key(0)
-        started = time.perf_counter()
-        compiled = rollout.lower(rng).compile()
-        compile_s = time.perf_counter() - started
-        compiled(rng).block_until_ready()
-        durations = []
-        for repeat in range(options.repeats):
-            started = time.perf_counter()
-            compiled(jax.random.key(repeat + 1)).block_until_ready()
-            durations.append(time.perf_counter() - started)
-        seconds = statistics.median(durations)
+        timing = time_rollout(make_rollout(options.peer, num_envs, options.num_steps), jax.random.key, options.repeats)
         result = {
             "bench": "env",
             "impl": options.peer,
             "grid": GRID,
             "view": VIEW,
             "max_steps": MAX_STEPS,
-            "num_envs": num_envs,
-            "num_steps": options.num_steps,
-            "compile_s": round(compile_s, 3),
-            "steady_s": round(seconds, 4),
-            "env_steps_per_s": round(num_envs * options.num_steps / seconds),
-            "device": str(jax.devices()[0].device_kind),
-            "python": platform.python_version(),
-            "versions": {name: metadata.version(name) for name in (options.peer, "jax", "jaxlib")},
-            "cpu_count": os.cpu_count(),
+            **timing.report(num_envs, options.num_steps),
+            **describe_peer(options.peer),
         }
         print(json.dumps(result), flush=True)
 

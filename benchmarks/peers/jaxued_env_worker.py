@@ -14,14 +14,10 @@ JSON line per env count.
 
 import argparse
 import json
-import os
-import platform
-import statistics
-import time
-from importlib import metadata
 
 import jax
 import jax.numpy as jnp
+from env_timing import describe_peer, time_rollout
 from jaxued.environments import Maze
 from jaxued.environments.maze import make_level_generator
 from jaxued.wrappers import AutoReplayWrapper, AutoResetWrapper
@@ -69,32 +65,15 @@ def main() -> None:
     alias_tree_map(jax)
     for num_envs in options.num_envs:
         rollout = make_rollout(num_envs, options.num_steps, options.n_walls, options.wrapper == "restart")
-        rng = jax.random.PRNGKey(0)
-        started = time.perf_counter()
-        compiled = rollout.lower(rng).compile()
-        compile_s = time.perf_counter() - started
-        compiled(rng).block_until_ready()
-        durations = []
-        for repeat in range(options.repeats):
-            started = time.perf_counter()
-            compiled(jax.random.PRNGKey(repeat + 1)).block_until_ready()
-            durations.append(time.perf_counter() - started)
-        seconds = statistics.median(durations)
+        timing = time_rollout(rollout, jax.random.PRNGKey, options.repeats)
         result = {
             "bench": "env",
             "impl": "jaxued",
             "wrapper": options.wrapper,
             "size": SIZE,
             "n_walls": options.n_walls,
-            "num_envs": num_envs,
-            "num_steps": options.num_steps,
-            "compile_s": round(compile_s, 3),
-            "steady_s": round(seconds, 4),
-            "env_steps_per_s": round(num_envs * options.num_steps / seconds),
-            "device": str(jax.devices()[0].device_kind),
-            "python": platform.python_version(),
-            "versions": {name: metadata.version(name) for name in ("jaxued", "jax", "jaxlib")},
-            "cpu_count": os.cpu_count(),
+            **timing.report(num_envs, options.num_steps),
+            **describe_peer("jaxued"),
         }
         print(json.dumps(result), flush=True)
 

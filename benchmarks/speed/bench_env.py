@@ -18,10 +18,8 @@ virtual environment bench_algos.py creates) at 13x13 with 60 walls, and a side-b
 
 import functools
 import json
-import statistics
 import subprocess
 import sys
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -34,6 +32,7 @@ import tyro
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
 
+from benchmarks.peers.env_timing import time_rollout  # noqa: E402
 from benchmarks.speed.bench_algos import minimax_python  # noqa: E402
 from common.provenance import describe_environment  # noqa: E402
 from envs.levels import sample_dr_level  # noqa: E402
@@ -114,31 +113,15 @@ def make_rollout(args: Args, num_envs: int):
 
 
 def measure(args: Args, num_envs: int) -> dict:
-    rollout = make_rollout(args, num_envs)
-    rng = jax.random.key(0)
-    start = time.perf_counter()
-    compiled = rollout.lower(rng).compile()
-    compile_s = time.perf_counter() - start
-    jax.block_until_ready(compiled(rng))
-    durations, reused = [], 0
-    for repeat in range(args.repeats):
-        start = time.perf_counter()
-        _, reused_here = jax.block_until_ready(compiled(jax.random.key(repeat + 1)))
-        durations.append(time.perf_counter() - start)
-        reused += int(reused_here)
-    seconds = statistics.median(durations)
+    timing = time_rollout(make_rollout(args, num_envs), jax.random.key, args.repeats)
     return {
         "bench": "env",
         "impl": "cleanued",
         "wrapper": args.wrapper,
         "levels_per_env": levels_per_env(args) if args.wrapper == "resample" else None,
-        "reused_level_episodes": reused,
+        "reused_level_episodes": sum(int(reused) for _, reused in timing.outputs),
         "size": args.size,
-        "num_envs": num_envs,
-        "num_steps": args.num_steps,
-        "compile_s": round(compile_s, 3),
-        "steady_s": round(seconds, 4),
-        "env_steps_per_s": round(num_envs * args.num_steps / seconds),
+        **timing.report(num_envs, args.num_steps),
         **describe_environment(),
         "config": asdict(args),
     }

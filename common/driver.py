@@ -145,8 +145,10 @@ def train(
             if placement.agree(reason is not None):
                 break
             chunk_started = time.perf_counter()
+            stop_signal.chunk_running = True
             next_runner, metrics = step_chunk(runner)  # consumes `runner`: a failed chunk keeps the last checkpoint
             metrics = placement.to_host(metrics)  # blocks: the timing below is true
+            stop_signal.chunk_running = False
             chunk_env_steps = settings.log_interval * config.env_steps_per_update * settings.num_seeds
             env_steps_per_s = chunk_env_steps / (time.perf_counter() - chunk_started)
             finite = metrics.pop(FINITE_METRIC).all(axis=1)

@@ -307,12 +307,15 @@ def _duration(seconds: float) -> str:
 
 class StopSignal:
     """Ctrl+C and SIGTERM set `requested` instead of killing the process, so the driver can checkpoint at
-    the end of the current chunk (or compile) and exit cleanly. Repeated signals only say that the stop is
-    under way: an exception raised in the middle of a compile can crash the process (a segmentation fault),
-    and a run stopped before its first checkpoint would leave a folder that --resume refuses."""
+    the end of the current chunk (or compile) and exit cleanly. A second signal while a chunk runs (the driver sets
+    `chunk_running`) ends the process at once, without a checkpoint: a chunk too large for the machine may never
+    finish. Elsewhere repeated signals only say that the stop is under way: an exception raised in the middle of a
+    compile can crash the process (a segmentation fault), and a run stopped before its first checkpoint would
+    leave a folder that --resume refuses."""
 
     def __init__(self):
         self.requested = None
+        self.chunk_running = False
 
     def __enter__(self):
         self._previous = {sig: signal.signal(sig, self._handle) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -320,13 +323,17 @@ class StopSignal:
 
     def _handle(self, signum, frame):
         name = signal.Signals(signum).name
+        end_progress_line = "\n" if os.isatty(2) else ""
+        if self.requested and self.chunk_running:
+            note = f"{name} again: ending now, in the middle of a chunk, without a checkpoint (the newest one stays)"
+            os.write(2, f"{end_progress_line}{note}\n".encode())
+            os._exit(128 + signum)
         if self.requested:
             note = f"{name} again: still stopping; kill -9 {os.getpid()} ends the run now, without a checkpoint"
         else:
             self.requested = name
             note = f"{name}: stopping with a checkpoint after the current chunk or compile"
         # os.write, not print: the handler may run while the main thread is inside a print to stderr.
-        end_progress_line = "\n" if os.isatty(2) else ""
         os.write(2, f"{end_progress_line}{note}\n".encode())
 
     def __exit__(self, *exc):

@@ -555,3 +555,29 @@ def test_a_run_of_zero_updates_is_refused_before_anything_is_made(tmp_path):
     result = cli("--runs-dir", str(tmp_path), "--run-name", "empty", *TINY_FLAGS, "--total-updates", "0")
     one_line_error(result, "--total-updates", "at least 1")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_second_signal_ends_a_chunk_that_runs_on(tmp_path):
+    """A chunk of 5,000 updates (seconds here; a size too large for the machine may never end): the first Ctrl+C
+    waits for it, the second ends the process at once, saying so."""
+    flags = [*TINY_FLAGS, "--log-interval", "5000", "--total-updates", "10000", "--checkpoint-interval", "5000"]
+    process = subprocess.Popen(
+        [sys.executable, "algos/dr.py", *flags, "--runs-dir", str(tmp_path), "--run-name", "long"],
+        cwd=REPO_ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "WANDB_MODE": "disabled"},
+    )
+    for line in process.stderr:
+        if "compiled training chunk" in line:
+            break
+    time.sleep(0.5)  # inside the first chunk
+    process.send_signal(signal.SIGINT)
+    time.sleep(0.2)
+    started = time.perf_counter()
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 128 + signal.SIGINT and time.perf_counter() - started < 5, stderr
+    assert "SIGINT again: ending now, in the middle of a chunk, without a checkpoint" in stderr
+    assert "Traceback" not in stderr

@@ -271,10 +271,11 @@ def risk_win_rates(args: Args, rng, module, network, params, config, levels) -> 
             keys = jax.random.split(jax.random.fold_in(rng, pass_index * total + start), num_seeds)
             wins.append(np.asarray(play(keys, params, chunk)))
             done = pass_index * total + start + len(chunk.wall_map)
-            elapsed = time.perf_counter() - started
-            print(
-                f"\rrisk evaluation: {done}/{2 * total} attempts, {elapsed:.0f}s", end="", file=sys.stderr, flush=True
-            )
+            progress = f"risk evaluation: {done}/{2 * total} attempts, {time.perf_counter() - started:.0f}s"
+            if interactive:
+                print(f"\r{progress}", end="", file=sys.stderr, flush=True)
+        if not interactive:  # a log file gets one whole line per pass, not carriage returns
+            print(progress, file=sys.stderr, flush=True)
         passes.append(np.concatenate(wins, axis=1).reshape(num_seeds, -1, args.risk_episodes).mean(axis=2))
     if interactive:
         print(file=sys.stderr)
@@ -359,4 +360,4 @@ def main(args: Args) -> None:
 
 if __name__ == "__main__":
     with one_line_errors():
-        main(tyro.cli(Args))
+        main(tyro.cli(Args, prog="python -m common.evaluate", description="\n\n".join(__doc__.split("\n\n")[:2])))

@@ -132,7 +132,13 @@ def test_the_risk_evaluation_plays_and_records_its_own_configuration(tmp_path, z
     recorded = {(row["maze_size"], row["walls"], row["max_steps"], row["levels"], row["episodes"]) for row in rows}
     assert recorded == {("6", "5", "9", "6", "2")}, recorded
     assert all(0.0 <= float(row["win_rate"]) <= 1.0 for row in rows)
-    assert "6x6 mazes with 5 walls, at most 9 steps" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "6x6 mazes with 5 walls, at most 9 steps" in captured.out
+    progress = [line for line in captured.err.splitlines() if line.startswith("risk evaluation")]
+    assert "\r" not in captured.err and [line.rsplit(",", 1)[0] for line in progress] == [
+        "risk evaluation: 12/24 attempts",
+        "risk evaluation: 24/24 attempts",
+    ], captured.err  # stderr is not a terminal here: one whole line per pass
 
 
 def test_the_authors_alphas():
@@ -186,3 +192,12 @@ def test_results_never_land_in_a_folder_whose_run_changed(tmp_path, zero_run, mo
     with pytest.raises(ConfigError, match="was overwritten or deleted while its run was evaluated"):
         common.evaluate.main(Args(run_dir=run_dir, mazes=("SixteenRooms",), episodes=2))
     assert not any((run_dir / "eval").glob("*")), "nothing written into the folder"
+
+
+def test_help_names_the_module_and_says_what_it_does():
+    result = subprocess.run(
+        [sys.executable, "-m", "common.evaluate", "--help"], cwd=REPO_ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: python -m common.evaluate "), result.stdout[:200]
+    assert "Evaluate a run folder (every seed) on named held-out mazes" in result.stdout

@@ -5,6 +5,7 @@ agent's V x V view shaded lighter. Levels and states may be jax or numpy arrays.
 """
 
 import operator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import jax
@@ -31,9 +32,13 @@ def _triangle_mask(tile_size: int) -> np.ndarray:
     return (x >= 0.12) & (x <= 0.88) & (np.abs(y - 0.5) <= slope * (0.88 - x))
 
 
-def render_level(level, agent_pos=None, agent_dir=None, tile_size: int = 16, agent_view_size: int = 5) -> np.ndarray:
+def render_level(
+    level, agent_pos=None, agent_dir=None, tile_size: int = 16, agent_view_size: int = 5, window: int | None = None
+) -> np.ndarray:
     """uint8[(H+2) * tile, (W+2) * tile, 3]: the level with its border; the agent at `agent_pos`/`agent_dir`
-    (default: the level's start) with its view shaded."""
+    (default: the level's start) with its view shaded. With `window`, only `window` x `window` cells around the
+    agent (kept inside the bordered maze) are drawn: cropped before the cells become pixels, so a 101x101 maze
+    costs a window's memory, not the whole maze's."""
     walls = np.asarray(level.wall_map, bool)
     height, width = walls.shape
     agent_x, agent_y = np.asarray(level.agent_pos if agent_pos is None else agent_pos).tolist()
@@ -51,13 +56,21 @@ def render_level(level, agent_pos=None, agent_dir=None, tile_size: int = 16, age
     inside = (view >= 0).all(axis=1) & (view[:, 0] < width + 2) & (view[:, 1] < height + 2)
     visible[view[inside, 1], view[inside, 0]] = True
 
+    agent_col, agent_row = agent_x + 1, agent_y + 1
+    if window is not None:
+        left = int(np.clip(agent_col - window // 2, 0, max(width + 2 - window, 0)))
+        top = int(np.clip(agent_row - window // 2, 0, max(height + 2 - window, 0)))
+        crop = np.s_[top : top + window, left : left + window]
+        cells, bordered_walls, visible = cells[crop], bordered_walls[crop], visible[crop]
+        agent_col, agent_row = agent_col - left, agent_row - top
+
     image = np.repeat(np.repeat(cells, tile_size, axis=0), tile_size, axis=1)
     floor = np.repeat(np.repeat(~bordered_walls, tile_size, axis=0), tile_size, axis=1)
     grid_lines = np.zeros_like(floor)
     grid_lines[::tile_size, :] = True
     grid_lines[:, ::tile_size] = True
     image[floor & grid_lines] = GRID_LINE_RGB
-    tile_y, tile_x = (agent_y + 1) * tile_size, (agent_x + 1) * tile_size
+    tile_y, tile_x = agent_row * tile_size, agent_col * tile_size
     agent_tile = image[tile_y : tile_y + tile_size, tile_x : tile_x + tile_size]
     # np.rot90 turns counter-clockwise in array (y-down) coordinates, so k = -direction.
     agent_tile[np.rot90(_triangle_mask(tile_size), k=-direction)] = AGENT_RGB
@@ -97,22 +110,12 @@ def render_grid(
 
 def render_rollout(
     level, agent_positions, agent_dirs, tile_size: int = 16, window: int | None = None
-) -> list[np.ndarray]:
-    """One frame per recorded state: `agent_positions` [T, 2] and `agent_dirs` [T]. With `window`, each frame
-    shows only `window` x `window` cells around the agent (kept inside the maze), so big mazes stay readable."""
+) -> Iterator[np.ndarray]:
+    """One frame per recorded state: `agent_positions` [T, 2] and `agent_dirs` [T], made as they are read (a GIF
+    of 600 frames then never holds them all as RGB). With `window`, each frame shows only `window` x `window`
+    cells around the agent (kept inside the maze), so big mazes stay readable."""
     positions, directions = np.asarray(agent_positions), np.asarray(agent_dirs)
-    frames = [render_level(level, positions[t], directions[t], tile_size) for t in range(len(positions))]
-    if window is None:
-        return frames
-    height, width = frames[0].shape[0] // tile_size, frames[0].shape[1] // tile_size
-    crops = []
-    for frame, (x, y) in zip(frames, positions, strict=True):
-        left = int(np.clip(x + 1 - window // 2, 0, max(width - window, 0)))
-        top = int(np.clip(y + 1 - window // 2, 0, max(height - window, 0)))
-        crops.append(
-            frame[top * tile_size : (top + window) * tile_size, left * tile_size : (left + window) * tile_size]
-        )
-    return crops
+    return (render_level(level, positions[t], directions[t], tile_size, window=window) for t in range(len(positions)))
 
 
 def save_png(image: np.ndarray, path) -> Path:
@@ -122,9 +125,9 @@ def save_png(image: np.ndarray, path) -> Path:
     return path
 
 
-def save_gif(frames: list[np.ndarray], path, frame_ms: int = 100) -> Path:
+def save_gif(frames: Iterable[np.ndarray], path, frame_ms: int = 100) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    first, *rest = (Image.fromarray(frame) for frame in frames)
-    first.save(path, save_all=True, append_images=rest, duration=frame_ms, loop=0)
+    images = (Image.fromarray(frame) for frame in frames)
+    next(images).save(path, save_all=True, append_images=images, duration=frame_ms, loop=0)
     return path

@@ -9,6 +9,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,12 @@ def test_readme_commands_work_in_order():
             assert usage.returncode == 0 and all(arg in usage.stdout for arg in argv if arg.startswith("--")), argv
         else:
             assert argv[:2] == ["-m", "pytest"], f"{shlex.join(argv)}: teach this test what the command reads"
+
+
+def test_the_test_extra_installs_what_pytests_options_need():
+    """pyproject's addopts pass `-n` (pytest-xdist): `pip install -e ".[test]"` must bring it, or pytest refuses
+    its own options in a venv made without requirements.txt."""
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    addopts = shlex.split(project["tool"]["pytest"]["ini_options"]["addopts"])
+    assert "-n" in addopts
+    assert {"pytest", "pytest-xdist"} <= set(project["project"]["optional-dependencies"]["test"])

@@ -175,10 +175,9 @@ def check_functions(functions, script: str) -> BatchedOverSeeds:
     return functions
 
 
-def check_health_metric(functions: BatchedOverSeeds, num_seeds: int, script: str) -> None:
+def check_health_metric(functions: BatchedOverSeeds, runner_shapes, script: str) -> None:
     """A one-line ConfigError if the step's metrics lack `FINITE_METRIC`, read by tracing it (no compile)."""
-    runner = jax.eval_shape(functions.init, jax.random.split(jax.random.key(0), num_seeds))
-    if FINITE_METRIC not in jax.eval_shape(functions.step, runner)[1]:
+    if FINITE_METRIC not in jax.eval_shape(functions.step, runner_shapes)[1]:
         raise ConfigError(f"{script} breaks the driver contract: its step's metrics have no {FINITE_METRIC}")
 
 

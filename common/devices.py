@@ -24,7 +24,7 @@ import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from common.errors import ConfigError
+from common.errors import ConfigError, DoesNotFit
 
 AXIS = "devices"
 GPU_UNROLL = 8
@@ -69,6 +69,47 @@ def initialize_distributed(devices) -> None:
     if address is None or process_id is None:
         raise ConfigError("a multi-process run needs --coordinator-address and --process-id (or JAX_* variables)")
     jax.distributed.initialize(address, num_processes, int(process_id))
+
+
+def memory_per_device(placement: "Placement") -> tuple[float, str]:
+    """The bytes one device of `placement` may use, and a description of them for messages."""
+    device = jax.local_devices()[0]
+    if device.platform == "cpu":  # a process's CPU devices share the host's memory
+        host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        if placement.num_devices == 1:
+            return host, "of this host's memory"
+        return host / placement.num_devices, f"each of {placement.num_devices} devices has of this host's memory"
+    return device.memory_stats()["bytes_limit"], f"of one {device.device_kind}"
+
+
+def check_fits(needed_per_device: float, what: str, placement: "Placement") -> None:
+    """A one-line DoesNotFit when `what` needs more bytes per device than a device has."""
+    available, where = memory_per_device(placement)
+    if needed_per_device > available:
+        raise DoesNotFit(
+            f"{what} takes {needed_per_device / 2**30:,.1f} GiB per device, more than the {available / 2**30:,.1f} "
+            f"GiB {where}: lower --num-envs, --num-steps, --lstm-size or --num-seeds (or use more devices)"
+        )
+
+
+def check_state_fits(runner_shapes, placement: "Placement") -> None:
+    """Before anything compiles: the runner state alone, exact from its traced shapes and at best split evenly
+    across the devices, is a lower bound on what training needs, so nothing that fits is refused and a size far
+    too large fails here, not in a compile that runs out of memory or never ends."""
+    state_bytes = sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(runner_shapes))
+    check_fits(state_bytes / placement.num_devices, "the training state alone", placement)
+
+
+def check_compiled_fits(name: str, compiled, placement: "Placement") -> None:
+    """After a compile, before it runs: XLA's own account of the program's memory (arguments, outputs not aliased
+    to them, temporaries), which catches what the state alone does not (a rollout of very many envs)."""
+    stats = compiled.memory_analysis()
+    if stats is None:  # a backend that does not report it
+        return
+    needed = (
+        stats.argument_size_in_bytes + stats.output_size_in_bytes - stats.alias_size_in_bytes + stats.temp_size_in_bytes
+    )
+    check_fits(needed, f"the compiled {name}", placement)
 
 
 @dataclass(frozen=True)

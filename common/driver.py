@@ -31,8 +31,8 @@ import numpy as np
 from common.checkpoint import Checkpoints, sweep_temporary_files
 from common.config import check_resumable, flags_of, log_intervals_resuming_at, parse_command_line, summary
 from common.contract import FINITE_METRIC, BatchedOverSeeds, check_config, check_functions, check_health_metric
-from common.devices import initialize_distributed
-from common.errors import ConfigError
+from common.devices import check_compiled_fits, check_state_fits, initialize_distributed
+from common.errors import ConfigError, DoesNotFit
 from common.runs import (
     RunLog,
     StopSignal,
@@ -67,13 +67,20 @@ def run(config, make_train: Callable, script: str, headline: tuple[str, ...]) ->
     with StopSignal() as stop_signal:
         initialize_distributed(settings.devices)
         functions = check_functions(make_train(config), script)
-        check_health_metric(functions, settings.num_seeds, script)
+        runner_shapes = jax.eval_shape(functions.init, jax.random.split(jax.random.key(0), settings.num_seeds))
+        check_health_metric(functions, runner_shapes, script)
+        check_state_fits(runner_shapes, functions.placement)
         if not functions.placement.is_main_process:  # in a multi-host run only process 0 writes files
             run_dir = Path(settings.runs_dir) / settings.run_name
             return train(config, functions, headline, run_dir, stop_signal, script)
         folder = open_run_folder(config, script)
         try:
             return train(config, functions, headline, folder.path, stop_signal, script)
+        except DoesNotFit:
+            if not settings.resume and [entry.name for entry in folder.path.iterdir()] == ["config.json"]:
+                (folder.path / "config.json").unlink()  # a new run that cannot train leaves no folder behind
+                folder.path.rmdir()
+            raise
         finally:
             os.close(folder.lock)
 
@@ -125,9 +132,11 @@ def train(
             return run_dir
         print(f"compiling: a chunk of {settings.log_interval} updates, evaluation and pictures...", file=sys.stderr)
         step_chunk = compile_timed("training chunk", placement.jit(functions.step, donate=True), runner)
+        check_compiled_fits("training chunk", step_chunk, placement)
         evaluate, eval_keys = None, []
         if settings.eval_interval:
             evaluate = compile_timed("evaluation", placement.jit(functions.evaluate), runner)
+            check_compiled_fits("evaluation", evaluate, placement)
             eval_keys = list(evaluate.out_info)
         training_levels = placement.jit(functions.levels)
         metric_keys = [key for key in step_chunk.out_info[1] if key != FINITE_METRIC]

@@ -581,3 +581,22 @@ def test_a_second_signal_ends_a_chunk_that_runs_on(tmp_path):
     assert process.returncode == 128 + signal.SIGINT and time.perf_counter() - started < 5, stderr
     assert "SIGINT again: ending now, in the middle of a chunk, without a checkpoint" in stderr
     assert "Traceback" not in stderr
+
+
+def test_a_state_too_large_for_memory_is_one_line_before_anything_is_made(tmp_path):
+    """An LSTM of 200,000 units: its parameters and Adam moments alone exceed any host; this once compiled, then
+    hung. The state's size comes from its traced shapes, so nothing compiles."""
+    result = cli("--runs-dir", str(tmp_path), "--run-name", "huge", "--lstm-size", "200000")
+    one_line_error(result, "the training state alone takes", "GiB of this host's memory", "--lstm-size")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_chunk_too_large_for_memory_is_refused_before_it_runs(tmp_path):
+    """3,000,000 envs: a state that fits, a rollout that does not (XLA counts about 13,000 GiB). The compiled
+    chunk's own memory account refuses it in one line before it runs, and the new run leaves no folder."""
+    result = cli("--runs-dir", str(tmp_path), "--run-name", "wide", "--num-envs", "3000000")
+    *progress, last = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and last.startswith("error: the compiled training chunk takes"), result.stderr
+    assert all(line.startswith("compil") for line in progress), result.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -338,6 +338,13 @@ def read_saved_config(run_dir: Path) -> dict:
     """config.json of a run folder: {"script": ..., "config": {flag name: value}}, or a one-line error."""
     path = run_dir / "config.json"
     if not path.is_file():
+        held = sorted(entry.name for entry in run_dir.iterdir()) if run_dir.is_dir() else []
+        if held:  # what a kill during --overwrite or a deleted config.json leaves: point at the one way out
+            shown = ", ".join(held[:5]) + (", ..." if len(held) > 5 else "")
+            raise ConfigError(
+                f"{run_dir} is not a run folder (no config.json; it holds {shown}): without its config the run "
+                "cannot continue; the script's --overwrite starts it over if it holds only what runs write"
+            )
         raise ConfigError(f"{run_dir} is not a run folder (no config.json)")
     try:
         saved = json.loads(path.read_text())

@@ -139,6 +139,8 @@ def test_an_overwrite_cut_off_part_way_is_finished_by_the_next(tmp_path, finishe
     assert checkpoint.list_checkpoints(run / "checkpoints")[-1].name == "update_00000002.msgpack"
     orphan = copy_of(finished_run, tmp_path, "orphan")
     (orphan / "config.json").unlink()
+    refused = cli("--runs-dir", str(tmp_path), "--run-name", "orphan", "--resume")
+    one_line_error(refused, "no config.json; it holds checkpoints, logs.csv", "--overwrite starts it over")
     run_script(dr, tiny(tmp_path, run_name="orphan", overwrite=True, total_updates=2))
     assert (orphan / "config.json").exists()
 

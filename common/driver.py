@@ -53,18 +53,19 @@ def main(config_class, make_train: Callable, docstring: str, script_file: str, h
     script = f"algos/{Path(script_file).name}"
     with one_line_errors():
         config = parse_command_line(config_class, summary(docstring), script=script)
-        run(config, make_train, script, headline)
+        run(config, make_train, script, headline, process_ends_after=True)
 
 
-def run(config, make_train: Callable, script: str, headline: tuple[str, ...]) -> Path:
+def run(config, make_train: Callable, script: str, headline: tuple[str, ...], process_ends_after: bool = False) -> Path:
     """Train `config` with the functions of `make_train(config)` (a BatchedOverSeeds), writing the run folder
     as process 0, which holds the folder's lock until this returns or the process ends; `headline` names the
-    metrics on the progress line. Returns the run folder."""
+    metrics on the progress line; `process_ends_after` (a script's command line) leaves Ctrl+C and SIGTERM
+    ignored on return. Returns the run folder."""
     check_config(config, script)
     settings = config.run
     # Ctrl+C and SIGTERM are caught from before config.json is written, so a stop at any moment leaves a folder
     # with a checkpoint (`train` saves the initial state of a run stopped before its first chunk).
-    with StopSignal() as stop_signal:
+    with StopSignal(process_ends_after) as stop_signal:
         initialize_distributed(settings.devices)
         functions = check_functions(make_train(config), script)
         runner_shapes = jax.eval_shape(functions.init, jax.random.split(jax.random.key(0), settings.num_seeds))

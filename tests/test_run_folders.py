@@ -602,3 +602,18 @@ def test_a_chunk_too_large_for_memory_is_refused_before_it_runs(tmp_path):
     assert result.returncode == 2 and last.startswith("error: the compiled training chunk takes"), result.stderr
     assert all(line.startswith("compil") for line in progress), result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_ctrl_c_pressed_on_while_the_process_ends_prints_no_traceback(tmp_path):
+    """Ctrl+C held down from the last chunk on: the stop is under way, and the presses that land during the
+    interpreter's shutdown (jax's clean-up) used to print KeyboardInterrupt tracebacks and end with SIGINT."""
+    process = start(tmp_path, "ending")
+    for line in process.stderr:
+        if line.startswith("reached --total-updates"):
+            break
+    while process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        time.sleep(0.01)
+    stderr = process.stderr.read()
+    assert process.returncode == 0 and "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr

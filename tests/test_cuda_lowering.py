@@ -1,7 +1,8 @@
 """Every algos/ script compiles for a GPU, checked on a CPU-only machine: its jitted init, training chunk,
 evaluation and pictures are exported for the `cuda` platform with `jax.export` at a tiny config. Export refuses
 host callbacks and custom calls without a stability guarantee (CPU-only kernels among them), so a script that
-would only fail on a user's GPU fails here. Two seeds, so the vmapped paths are the ones lowered."""
+would only fail on a user's GPU fails here. One seed and two: `vmap_seeds` builds a different program for one
+seed (no vmap, the one-seed PPO skip a plain `lax.cond`), and both run on users' GPUs."""
 
 import importlib
 
@@ -12,7 +13,6 @@ from jax import export
 from common.config import with_flags
 
 TINY = dict(
-    num_seeds=2,
     num_envs=4,
     num_steps=8,
     max_steps=8,
@@ -44,10 +44,11 @@ def export_for_cuda(function, *args) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("num_seeds", [1, 2], ids=["one_seed", "two_seeds"])
 @pytest.mark.parametrize("name", SCRIPT_FLAGS)
-def test_every_function_of_the_script_exports_for_cuda(name):
+def test_every_function_of_the_script_exports_for_cuda(name, num_seeds):
     module = importlib.import_module(f"algos.{name}")
-    config = with_flags(module.Config(), **TINY, **SCRIPT_FLAGS[name])
+    config = with_flags(module.Config(), **TINY, num_seeds=num_seeds, **SCRIPT_FLAGS[name])
     functions = module.make_train(config)
     rngs = jax.random.split(jax.random.key(0), config.run.num_seeds)
     runner = jax.eval_shape(functions.init, rngs)

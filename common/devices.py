@@ -79,7 +79,8 @@ def memory_per_device(placement: "Placement") -> tuple[float, str]:
         if placement.num_devices == 1:
             return host, "of this host's memory"
         return host / placement.num_devices, f"each of {placement.num_devices} devices has of this host's memory"
-    return device.memory_stats()["bytes_limit"], f"of one {device.device_kind}"
+    stats = device.memory_stats() or {}  # None, or without a limit, on backends that do not report one
+    return stats.get("bytes_limit", float("inf")), f"of one {device.device_kind}"
 
 
 def check_fits(needed_per_device: float, what: str, placement: "Placement") -> None:

@@ -10,7 +10,9 @@ too, works either way); folders of one method pool their seeds (two 3-seed runs 
 twice is refused. Each folder contributes its newest held-out evaluation (`eval/evaluate_<update>_<time>.csv`,
 highest update, then latest time: `python -m common.evaluate` writes them), its logs.csv, and its newest risk
 evaluation if it has one (`eval/risk_*.csv`, from `python -m common.evaluate --risk`). A score that is not a
-number in [0, 1] is refused, naming its file and line; so are risk evaluations of different configurations.
+number in [0, 1] is refused, naming its file and line; so are risk evaluations of different configurations. A
+last row that a kill cut short (in logs.csv or an evaluation CSV) is dropped with a warning; a row with a wrong number
+of fields before the last is refused.
 
 The interval policy, shared with `python -m common.evaluate` (`mean_and_interval`): a mean over seeds gets a
 Student-t interval clipped to [0, 1]; aggregates across mazes and the probability of improvement get stratified
@@ -32,6 +34,7 @@ named in a printed line that says why.
 """
 
 import csv
+import io
 import itertools
 import math
 import re
@@ -173,13 +176,32 @@ def newest(folder: Path, pattern: re.Pattern) -> Path | None:
 
 
 def read_rows(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict]]:
-    """(line number, row) for every row of a CSV that has the `required` columns."""
+    """(line number, row) for every row of a CSV that has the `required` columns. A last row cut short (a kill
+    or a full disk while it was written: no line end, or another number of fields than the header) is dropped
+    with a warning on stderr; such a row before the last is a one-line error."""
     with open(path, newline="") as handle:
-        reader = csv.DictReader(handle)
-        missing = [column for column in required if column not in (reader.fieldnames or [])]
-        if missing:
-            raise ConfigError(f"{path} has no column {', '.join(missing)}")
-        return [(reader.line_num, row) for row in reader]
+        text = handle.read()
+    reader = csv.reader(io.StringIO(text))
+    columns = next(reader, [])
+    missing = [column for column in required if column not in columns]
+    if missing:
+        raise ConfigError(f"{path} has no column {', '.join(missing)}")
+    records = [(reader.line_num, record) for record in reader if record]  # blank lines are no rows
+    rows = []
+    for index, (line, record) in enumerate(records):
+        is_last = index == len(records) - 1
+        problem = None
+        if len(record) != len(columns):
+            problem = f"{len(record)} fields, expected {len(columns)}"
+        elif is_last and not text.endswith("\n"):
+            problem = "no line end"
+        if problem and is_last:
+            print(f"warning: {path}: dropped the torn last row (line {line}: {problem})", file=sys.stderr)
+        elif problem:
+            raise ConfigError(f"{path} line {line} is malformed ({problem}); fix or delete that line")
+        else:
+            rows.append((line, dict(zip(columns, record, strict=True))))
+    return rows
 
 
 def number(path: Path, line: int, row: dict, column: str, low: float = 0.0, high: float = 1.0) -> float:

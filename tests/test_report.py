@@ -345,3 +345,41 @@ def test_figures_name_their_axes_mazes_and_bands(tmp_path, monkeypatch):
         legend = " ".join(text.get_text() for text in axis.get_legend().get_texts())
         assert "95% Student-t interval over seeds" in legend, legend
     assert "13x13" in saved["risk.png"].axes[0].get_title()
+
+
+def cut_csv(folder: Path, kind: str) -> Path:
+    """The run folder's logs.csv or evaluation CSV, as `kind` says."""
+    return folder / "logs.csv" if kind == "logs" else next((folder / "eval").glob("evaluate_*.csv"))
+
+
+@pytest.mark.parametrize("kind", ["logs", "evaluation"])
+def test_a_torn_last_row_is_dropped_with_a_warning(tmp_path, capsys, kind):
+    folder = run_folder(tmp_path, "a", "algos/dr.py", A)
+    path = cut_csv(folder, kind)
+    text = path.read_text()
+    path.write_text(text[:-4])  # a kill in the middle of the last row
+    (method,) = load_methods((str(folder),))
+    last_line = len(text.splitlines())
+    assert capsys.readouterr().err.splitlines() == [
+        f"warning: {path}: dropped the torn last row (line {last_line}: no line end)"
+    ]
+    if kind == "logs":
+        assert [len(curve["env_steps"]) for curve in method.curves] == [2, 2, 1], "seed 2 lost its last row"
+    else:
+        assert method.solve_rates["StandardMaze"] == A["StandardMaze"][:2], "its last seed's row is dropped"
+        assert method.solve_rates["Labyrinth"] == A["Labyrinth"]
+
+
+@pytest.mark.parametrize("kind", ["logs", "evaluation"])
+def test_a_malformed_row_before_the_last_is_a_one_line_error(tmp_path, kind):
+    folder = run_folder(tmp_path, "a", "algos/dr.py", A)
+    path = cut_csv(folder, kind)
+    lines = path.read_text().splitlines()
+    lines[2] += ",0.5"  # line 3 got a field too many
+    path.write_text("\n".join(lines) + "\n")
+    fields = len(lines[0].split(","))
+    one_line_error(
+        report(str(folder), "--out", str(tmp_path / "out")),
+        f"{path} line 3 is malformed ({fields + 1} fields, expected {fields})",
+    )
+    assert not (tmp_path / "out").exists(), "nothing is written from bad input"

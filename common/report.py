@@ -472,22 +472,35 @@ def markdown(rows: list[dict], methods: list[Method], confidence: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def curves_on_grid(curves: list[dict], key) -> tuple[np.ndarray, np.ndarray] | None:
-    """(x, values [seeds, x]) of one method's curves of `key` (a column, or a tuple of columns averaged) on the
-    env steps every seed covers; None when a seed has fewer than two points."""
+def curves_on_grid(curves: list[dict], column: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """(x, values [seeds, x]) of one method's curves of `column`, interpolated on the env steps every seed
+    covers; None when a seed has fewer than two points."""
     grid = np.unique(np.concatenate([curve["env_steps"] for curve in curves]))
     grid = grid[
         (grid >= max(c["env_steps"].min() for c in curves)) & (grid <= min(c["env_steps"].max() for c in curves))
     ]
     values = []
     for curve in curves:
-        columns = key if isinstance(key, tuple) else (key,)
-        series = np.mean([curve[column] for column in columns], axis=0)
-        valid = ~np.isnan(series)
+        valid = ~np.isnan(curve[column])
         if valid.sum() < 2:
             return None
-        values.append(np.interp(grid, curve["env_steps"][valid], series[valid]))
+        values.append(np.interp(grid, curve["env_steps"][valid], curve[column][valid]))
     return grid, np.asarray(values)
+
+
+def evaluated_points(curves: list[dict], columns: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray] | None:
+    """(x, values [seeds, x]) of one method's held-out solve rate (the mean of `columns`) at the env steps where
+    every seed was evaluated on every maze, and nowhere else: a value carried back to the first update or across
+    updates without an evaluation would show results that were never measured. None when there is no such step."""
+    measured = []  # per seed: env steps -> solve rate
+    for curve in curves:
+        series = np.mean([curve[column] for column in columns], axis=0)
+        valid = ~np.isnan(series)
+        measured.append(dict(zip(curve["env_steps"][valid].tolist(), series[valid].tolist(), strict=True)))
+    steps = sorted(set.intersection(*(set(seed) for seed in measured)))
+    if not steps:
+        return None
+    return np.asarray(steps), np.asarray([[seed[step] for step in steps] for seed in measured])
 
 
 def plot_over_seeds(axis, x, values: np.ndarray, label: str, confidence: float, marker=None) -> str:
@@ -523,20 +536,24 @@ def common_eval_mazes(methods: list[Method]) -> list[str]:
 
 def figures(out: Path, methods: list[Method], rows: list[dict], confidence: float) -> list[Path]:
     written = []
-    figure, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    # One x range for both panels: the updates before the first evaluation show as the gap they are.
+    figure, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharex=True)
     mazes_in_training = common_eval_mazes(methods)
     solve_rate = "solve rate (mean over mazes)" if len(mazes_in_training) > 1 else "solve rate"
-    held_out = f"held-out solve rate in training: {', '.join(mazes_in_training) or 'no maze in every logs.csv'}"
-    panels = (
-        (tuple(f"eval/{maze}" for maze in mazes_in_training), solve_rate, held_out),
-        ("return", "mean episode return", "training return"),
+    held_out = (
+        "held-out solve rate in training, a marker per evaluation: "
+        f"{', '.join(mazes_in_training) or 'no maze in every logs.csv'}"
     )
-    for axis, (key, ylabel, title) in zip(axes, panels, strict=True):
+    panels = (
+        (evaluated_points, tuple(f"eval/{maze}" for maze in mazes_in_training), "o", solve_rate, held_out),
+        (curves_on_grid, "return", None, "mean episode return", "training return"),
+    )
+    for axis, (points, key, marker, ylabel, title) in zip(axes, panels, strict=True):
         shown = set()
         for method in methods:
-            curve = curves_on_grid(method.curves, key) if method.curves and key else None
+            curve = points(method.curves, key) if method.curves and key else None
             if curve is not None:
-                shown.add(plot_over_seeds(axis, *curve, method.name, confidence))
+                shown.add(plot_over_seeds(axis, *curve, method.name, confidence, marker=marker))
         axis.set(title=fill(title), xlabel="env steps per seed", ylabel=ylabel, ylim=(0, 1))
         legend(axis, shown, confidence)
     written.append(save(figure, out / "curves.png"))

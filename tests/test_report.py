@@ -323,9 +323,8 @@ def test_risk_configuration_is_reported_and_never_mixed(tmp_path, capsys):
     assert "13x13 mazes with 60 walls, at most 250 steps" in capsys.readouterr().out
 
 
-def test_figures_name_their_axes_mazes_and_bands(tmp_path, monkeypatch):
-    a, b = run_folder(tmp_path, "a", "algos/accel.py", A), run_folder(tmp_path, "b", "algos/dr.py", B)
-    write_csv(a / "eval" / "risk_00000100_20260101-000000.csv", risk_rows(3))
+def keep_figures(monkeypatch) -> dict:
+    """File name -> figure of every figure the report saves from now on."""
     saved = {}
     save = report_module.save
 
@@ -334,6 +333,13 @@ def test_figures_name_their_axes_mazes_and_bands(tmp_path, monkeypatch):
         return save(figure, path)
 
     monkeypatch.setattr(report_module, "save", keep)
+    return saved
+
+
+def test_figures_name_their_axes_mazes_and_bands(tmp_path, monkeypatch):
+    a, b = run_folder(tmp_path, "a", "algos/accel.py", A), run_folder(tmp_path, "b", "algos/dr.py", B)
+    write_csv(a / "eval" / "risk_00000100_20260101-000000.csv", risk_rows(3))
+    saved = keep_figures(monkeypatch)
     main(args_for(a, b, out=tmp_path / "out", resamples=200))
     assert set(saved) == {"curves.png", "mazes.png", "aggregates.png", "risk.png"}
     for name, figure in saved.items():
@@ -383,3 +389,29 @@ def test_a_malformed_row_before_the_last_is_a_one_line_error(tmp_path, kind):
         f"{path} line 3 is malformed ({fields + 1} fields, expected {fields})",
     )
     assert not (tmp_path / "out").exists(), "nothing is written from bad input"
+
+
+def test_held_out_curves_show_only_the_evaluated_updates_with_markers(tmp_path, monkeypatch):
+    folder = run_folder(tmp_path, "a", "algos/dr.py", A)
+    rows = [
+        {
+            "seed": seed,
+            "update": update,
+            "env_steps": 64 * update,
+            "train/return": update / 100,
+            "eval/solve_rate/SixteenRooms": update / 200 if update in (40, 80) else "",
+        }
+        for update in range(10, 101, 10)
+        for seed in range(3)
+    ]
+    write_csv(folder / "logs.csv", rows)
+    saved = keep_figures(monkeypatch)
+    main(args_for(folder, out=tmp_path / "out", resamples=200))
+    held_out, training = saved["curves.png"].axes
+    (evaluated,) = [line for line in held_out.get_lines() if line.get_label().startswith("dr ")]
+    assert list(evaluated.get_xdata()) == [64 * 40, 64 * 80], "neither drawn back to update 10 nor on to 100"
+    assert list(evaluated.get_ydata()) == pytest.approx([0.2, 0.4])
+    assert evaluated.get_marker() == "o"
+    (trained,) = [line for line in training.get_lines() if line.get_label().startswith("dr ")]
+    assert list(trained.get_xdata()) == [64 * update for update in range(10, 101, 10)]
+    assert held_out.get_xlim() == training.get_xlim(), "the steps before the first evaluation show as a gap"

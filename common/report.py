@@ -19,12 +19,15 @@ Student-t interval clipped to [0, 1]; aggregates across mazes and the probabilit
 bootstrap intervals; nothing gets an interval below MIN_SEEDS_FOR_INTERVAL seeds (its cells are empty).
 
 Writes to --out:
-  summary.csv   method, maze, n_seeds, mean, ci_low, ci_high: per maze the mean solve rate over seeds with its
-                Student-t interval; per method two rows across mazes, `mean` (of all seed-by-maze scores) and
+  summary.csv   method, maze, n_seeds, mean, ci_low, ci_high, update: per maze the mean solve rate over seeds with
+                its Student-t interval; per method two rows across mazes, `mean` (of all seed-by-maze scores) and
                 `IQM` (interquartile mean: scipy.stats.trim_mean(scores, --trim)), with stratified bootstrap
                 intervals (seeds resampled within each maze), as in Agarwal et al., 2021, "Deep Reinforcement
-                Learning at the Edge of the Statistical Precipice"
-  summary.md    the same table in markdown, headed by the interval policy (also printed)
+                Learning at the Edge of the Statistical Precipice"; `update`: the update the method's runs were
+                evaluated at (each of them, `1000;1100`, when they differ)
+  summary.md    the same table in markdown, headed by the interval policy (also printed), with a row of the
+                updates evaluated; runs not all evaluated at one update are flagged (!) there, named with their
+                updates in a note under the table and in a warning on stderr
   improvement.csv  method_x, method_y, probability, ci_low, ci_high: P(X > Y), the chance that a seed of X
                 beats a seed of Y on a maze (ties count half), averaged over mazes, stratified bootstrap interval
   risk.csv      method, the risk evaluation's configuration, alpha, n_seeds, mean, ci_low, ci_high
@@ -72,6 +75,7 @@ from common.runs import one_line_errors  # noqa: E402
 EVALUATION = re.compile(r"^evaluate_(\d+)_(\d{8}-\d{6})\.csv$")
 RISK = re.compile(r"^risk_(\d+)_(\d{8}-\d{6})\.csv$")
 AGGREGATES = ("mean", "IQM")
+MIXED_UPDATES_FLAG = "(!)"
 RECORDED_LATER = ("maze_size", "walls", "max_steps")
 """Risk CSV columns that older risk evaluations lack (their setting was not recorded)."""
 MIN_SEEDS_FOR_INTERVAL = 3
@@ -161,7 +165,7 @@ class Method:
     """One method's pooled results: per maze the solve rates of every seed of every folder."""
 
     name: str
-    folders: list[Path] = field(default_factory=list)
+    evaluated_at: dict[Path, int] = field(default_factory=dict)  # folder -> the update its evaluation is of
     solve_rates: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # maze -> [seeds]
     curves: list[dict[str, np.ndarray]] = field(default_factory=list)  # per seed: env_steps, return, eval/<maze>
     risk: dict[float, list[float]] = field(default_factory=dict)  # alpha -> [seeds], from every folder with one
@@ -300,11 +304,11 @@ def load_methods(runs: tuple, labels: tuple[str, ...] = ()) -> list[Method]:
             )
         method = methods.setdefault(name, Method(name))
         mazes = read_evaluation(evaluation)
-        if method.folders and set(mazes) != set(method.solve_rates):
+        if method.evaluated_at and set(mazes) != set(method.solve_rates):
             raise ConfigError(f"{folder} was evaluated on other mazes than the other {name} folders")
         for maze, values in mazes.items():
             method.solve_rates[maze] += values
-        method.folders.append(folder)
+        method.evaluated_at[folder] = int(EVALUATION.match(evaluation.name).group(1))
         method.curves += learning_curves(folder)
         risk = newest(folder / "eval", RISK)
         if risk is None:
@@ -331,6 +335,26 @@ def load_methods(runs: tuple, labels: tuple[str, ...] = ()) -> list[Method]:
 
 def describe_played(setup: RiskSetup, alphas: tuple[float, ...]) -> str:
     return f"{setup.describe()} (alpha {', '.join(f'{alpha:g}' for alpha in alphas)} %)"
+
+
+def evaluated_updates(method: Method) -> str:
+    """The update of the method's pooled evaluations, or each of them ('1000;1100') when they differ."""
+    return ";".join(str(update) for update in sorted(set(method.evaluated_at.values())))
+
+
+def mixed_updates(methods: list[Method]) -> str | None:
+    """A note naming which run was evaluated at which update ('update 1000: runs/b (dr); update 1100: runs/a
+    (dr)') when the runs of one report were not all evaluated at one update, else None."""
+    runs_at = defaultdict(list)
+    for method in methods:
+        for folder, update in method.evaluated_at.items():
+            runs_at[update].append(f"{folder} ({method.name})")
+    if len(runs_at) < 2:
+        return None
+    listed = "; ".join(f"update {update}: {', '.join(runs)}" for update, runs in sorted(runs_at.items()))
+    return (
+        f"the runs were not evaluated at one update ({listed}): the table sets different training lengths side by side"
+    )
 
 
 def with_risk(methods: list[Method]) -> list[Method]:
@@ -398,15 +422,16 @@ def summarize(methods: list[Method], args: Args) -> list[dict]:
     for method in methods:
         mazes = sorted(method.solve_rates)
         per_maze = [np.asarray(method.solve_rates[maze]) for maze in mazes]
+        update = evaluated_updates(method)
         for maze, values in zip(mazes, per_maze, strict=True):
             mean, bounds = mean_and_interval(values, args.confidence)
             row = dict(method=method.name, maze=maze, n_seeds=len(values), mean=float(mean))
-            rows.append(row | interval_cells(bounds))
+            rows.append(row | interval_cells(bounds) | dict(update=update))
         for name, statistic in zip(AGGREGATES, (mean_of, iqm_of(args.trim)), strict=True):
             bounds = interval(tuple(per_maze), statistic, args)
             seeds = min(len(values) for values in per_maze)
-            value = float(statistic(*per_maze))
-            rows.append(dict(method=method.name, maze=name, n_seeds=seeds, mean=value, **interval_cells(bounds)))
+            row = dict(method=method.name, maze=name, n_seeds=seeds, mean=float(statistic(*per_maze)))
+            rows.append(row | interval_cells(bounds) | dict(update=update))
     return rows
 
 
@@ -466,9 +491,15 @@ def markdown(rows: list[dict], methods: list[Method], confidence: float) -> str:
         "| maze | " + " | ".join(names) + " |",
         "|---|" + "---:|" * len(names),
     ]
+    mixed = mixed_updates(methods)
+    flag = f" {MIXED_UPDATES_FLAG}" if mixed else ""
+    updates = [evaluated_updates(method).replace(";", ", ") + flag for method in methods]
+    lines.append("| evaluated at update | " + " | ".join(updates) + " |")
     for maze in mazes:
         label = f"**{maze}** (across mazes)" if maze in AGGREGATES else maze
         lines.append(f"| {label} | " + " | ".join(cell(by_key[name, maze]) for name in names) + " |")
+    if mixed:
+        lines += ["", f"{MIXED_UPDATES_FLAG} {mixed}"]
     return "\n".join(lines) + "\n"
 
 
@@ -646,6 +677,9 @@ def main(args: Args) -> None:
     table = markdown(rows, methods, args.confidence)
     (args.out / "summary.md").write_text(table)
     print(table)
+    mixed = mixed_updates(methods)
+    if mixed:
+        print(f"warning: {mixed}; summary.md flags it {MIXED_UPDATES_FLAG}", file=sys.stderr)
     notes = []
     if len(methods) > 1:
         write_csv(args.out / "improvement.csv", improvements(methods, args))

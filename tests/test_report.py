@@ -138,7 +138,8 @@ def test_report_writes_tables_and_figures(tmp_path, capsys):
     assert "| **IQM** (across mazes) |" in capsys.readouterr().out
     assert (out / "summary.md").read_text().startswith("Held-out solve rate")
     rows = list(csv.DictReader(open(out / "summary.csv")))
-    assert list(rows[0]) == ["method", "maze", "n_seeds", "mean", "ci_low", "ci_high"]
+    assert list(rows[0]) == ["method", "maze", "n_seeds", "mean", "ci_low", "ci_high", "update"]
+    assert {row["update"] for row in rows} == {"100"}
     assert {row["method"] for row in rows} == {"ACCEL", "dr"} and len(rows) == 2 * (len(MAZES) + 2)
     with open(out / "improvement.csv") as handle:
         improvement = {(r["method_x"], r["method_y"]): float(r["probability"]) for r in csv.DictReader(handle)}
@@ -415,3 +416,34 @@ def test_held_out_curves_show_only_the_evaluated_updates_with_markers(tmp_path, 
     (trained,) = [line for line in training.get_lines() if line.get_label().startswith("dr ")]
     assert list(trained.get_xdata()) == [64 * update for update in range(10, 101, 10)]
     assert held_out.get_xlim() == training.get_xlim(), "the steps before the first evaluation show as a gap"
+
+
+@pytest.mark.parametrize("pooled", [False, True], ids=["methods_differ", "one_method_pools_two_updates"])
+def test_the_evaluated_update_is_shown_and_a_mix_is_flagged(tmp_path, capsys, pooled):
+    late = run_folder(tmp_path, "late", "algos/accel.py", A, update=1100)
+    early = run_folder(tmp_path, "early", "algos/accel.py" if pooled else "algos/dr.py", A, update=1000)
+    other = run_folder(tmp_path, "other", "algos/plr.py", B, update=1000)
+    out = tmp_path / "out"
+    main(args_for(late, early, other, out=out, resamples=200))
+    captured = capsys.readouterr()
+    rows = {(row["method"], row["maze"]): row["update"] for row in csv.DictReader(open(out / "summary.csv"))}
+    accel = "1000;1100" if pooled else "1100"
+    assert rows["accel", "Labyrinth"] == rows["accel", "IQM"] == accel and rows["plr", "mean"] == "1000"
+    runs_at = f"update 1000: {early} ({'accel' if pooled else 'dr'}), {other} (plr); update 1100: {late} (accel)"
+    shown = "1000, 1100 (!)" if pooled else "1100 (!) | 1000 (!)"
+    table = (out / "summary.md").read_text()
+    assert f"| evaluated at update | {shown} | 1000 (!) |" in table and runs_at in table.splitlines()[-1]
+    assert table in captured.out
+    (warning,) = captured.err.splitlines()
+    assert warning.startswith("warning: the runs were not evaluated at one update") and runs_at in warning
+
+
+def test_runs_evaluated_at_one_update_are_not_flagged(tmp_path, capsys):
+    a, b = (
+        run_folder(tmp_path, "a", "algos/accel.py", A, update=1000),
+        run_folder(tmp_path, "b", "algos/dr.py", B, update=1000),
+    )
+    main(args_for(a, b, out=tmp_path / "out", resamples=200))
+    captured = capsys.readouterr()
+    assert "| evaluated at update | 1000 | 1000 |" in captured.out and "(!)" not in captured.out
+    assert captured.err == ""

@@ -4,6 +4,7 @@ count, the curriculum windows on both sides, the flag mapping, the bootstrap int
 Nothing here trains, evaluates or runs minimax."""
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,7 @@ from benchmarks.learning import learning_vs_minimax_evaluate as evaluate
 from benchmarks.learning import learning_vs_minimax_outputs as outputs
 from benchmarks.learning import learning_vs_minimax_report as report
 from benchmarks.learning import learning_vs_minimax_run as run
+from common.errors import ConfigError
 
 
 def minimax_rows(n_updates: list[int], **columns) -> list[dict]:
@@ -92,7 +94,7 @@ def test_cleanued_flags_follow_minimax_values_and_the_table_names_every_mismatch
     shipped = {"maze_height": 13, "maze_n_walls": 60, "lr": 1e-4, "discount": 0.995, "student_entropy_coef": 0.001}
     shipped |= {"plr_use_score_ranks": False, "plr_use_robust_plr": True, "ued_score": "positive_value_loss"}
     shipped |= {"lr_anneal_steps": 0, "maze_see_agent": True}
-    minimax = config.minimax_settings("plr", shipped)
+    minimax = config.minimax_settings("plr", shipped, config.Args())
     assert minimax["maze_height"] == 7 and minimax["lr"] == 3e-4 and minimax["discount"] == 0.995
     cleanued = config.cleanued_settings("plr", minimax, match_deviations=True)
     assert cleanued["maze_size"] == 7 and cleanued["n_walls"] == 8 and cleanued["anneal_lr"] is False
@@ -117,6 +119,54 @@ def test_cleanued_flags_follow_minimax_values_and_the_table_names_every_mismatch
     ]
 
 
+def test_the_configuration_comes_from_the_flags_on_both_sides():
+    args = config.Args(maze_size=11, n_walls=30, max_steps=128, num_envs=16, num_steps=64, lstm_size=32)
+    shipped = {"maze_height": 13, "maze_width": 13, "maze_n_walls": 60, "maze_ued_n_walls": 60, "discount": 0.995}
+    shipped |= {"lr_anneal_steps": 0, "plr_use_score_ranks": True, "plr_use_robust_plr": True, "ued_score": "max_mc"}
+    shipped |= {"teacher_lr_anneal_steps": 0}
+    for method in config.METHODS:
+        minimax = config.minimax_settings(method, shipped, args)
+        assert (minimax["maze_height"], minimax["maze_width"], minimax["maze_max_episode_steps"]) == (11, 11, 128)
+        assert (minimax["n_parallel"], minimax["n_rollout_steps"], minimax["student_recurrent_hidden_dim"]) == (
+            16,
+            64,
+            32,
+        )
+        cleanued = config.cleanued_settings(method, minimax, match_deviations=True)
+        assert (cleanued["maze_size"], cleanued["max_steps"], cleanued["num_envs"]) == (11, 128, 16)
+        assert (cleanued["num_steps"], cleanued["lstm_size"]) == (64, 32)
+        assert cleanued["n_walls"] == {"accel": 0}.get(method, 30)  # ACCEL starts from empty mazes
+    assert config.minimax_settings("paired", shipped, args)["maze_ued_n_walls"] == 30
+    assert config.minimax_settings("paired", shipped, args)["maze_n_walls"] == 30
+    assert "11x11 mazes with 30 walls" in args.describe() and "16 envs x 64 steps, LSTM 32" in args.describe()
+
+
+def test_the_scripts_own_checks_refuse_a_configuration_before_anything_trains(monkeypatch, tmp_path):
+    shipped = {"discount": 0.995, "student_entropy_coef": 0.0, "lr_anneal_steps": 0}
+    monkeypatch.setattr(config, "minimax_shipped", lambda method, venv: shipped)
+    settings = config.method_settings(config.Args(methods=("dr",), maze_size=9, n_walls=10, out=tmp_path))
+    assert settings["dr"]["cleanued"]["maze_size"] == 9
+    with pytest.raises(ConfigError, match=r"algos/dr.py at this configuration: --n-walls \(30\) must leave two cells"):
+        config.method_settings(config.Args(methods=("dr",), maze_size=5, n_walls=30, out=tmp_path))
+
+
+def test_held_out_mazes_are_evaluated_from_heldout_from_on_the_grid():
+    args = config.Args(rollouts=600, checkpoint_every=100)
+    assert args.heldout_start == 300  # the second half by default
+    needed = {point: evaluate.evaluations_needed(args, checkpoint(point)) for point in (200, 300, 600)}
+    assert needed[200] == [("train_levels", None, 512)]
+    assert [kind for kind, *_ in needed[300]] == ["train_levels", "heldout", "heldout", "heldout"]
+    assert needed[600][1] == ("heldout", "SixteenRooms", 200)
+    assert config.Args(rollouts=600, checkpoint_every=100, heldout_from=450).heldout_start == 500  # up to the grid
+    assert config.Args(rollouts=50, checkpoint_every=10).heldout_start == 30  # 25 rounds up to the grid
+    with pytest.raises(ConfigError, match=r"--heldout-from \(700\) must be between 1 and --rollouts \(600\)"):
+        config.Args(rollouts=600, checkpoint_every=100, heldout_from=700)
+
+
+def checkpoint(grid: int) -> evaluate.Checkpoint:
+    return evaluate.Checkpoint("cleanued", "dr", 0, grid, grid, Path("unused"), grid == 600)
+
+
 def test_bootstrap_intervals_and_overlap():
     assert report.bootstrap_interval([0.4], 100) == (0.4, None)
     assert report.bootstrap_interval([0.5, 0.5, 0.5], 100) == (0.5, (0.5, 0.5))
@@ -135,18 +185,31 @@ def test_the_summary_table_reports_both_sides_and_flags_disjoint_intervals():
             base = {"side": side, "method": "dr", "seed": seed, "grid": 20, "final": True}
             evaluations.append(base | {"kind": "train_levels", "maze": None, "solve_rate": rate, "return": rate / 2})
             evaluations.append(base | {"kind": "heldout", "maze": "SixteenRooms", "solve_rate": 0.5, "return": 0.2})
-            earlier = base | {"grid": 10, "final": False, "kind": "train_levels", "maze": None}
-            evaluations.append(earlier | {"solve_rate": 0.0, "return": 0.0})
+            earlier = base | {"grid": 10, "final": False}
+            evaluations.append(earlier | {"kind": "train_levels", "maze": None, "solve_rate": 0.0, "return": 0.0})
+            if (side, seed) != ("minimax", 2):  # a seed without every held-out checkpoint has no mean over them
+                held_out = rate if side == "cleanued" else 0.1 * seed
+                evaluations.append(earlier | {"kind": "heldout", "maze": "SixteenRooms", "solve_rate": held_out})
     updates = {("dr", "cleanued"): [20.0] * 3, ("dr", "minimax"): [20.0] * 3}
     records = report.summary_records(args, evaluations, updates, {}, {})
     by_metric = {record["metric"]: record for record in records}
     solve = by_metric["training-distribution solve rate"]
     assert solve["cleanued"]["per_seed"] == [0.9, 0.95, 1.0] and solve["overlap"] is False
-    assert by_metric["SixteenRooms solve rate"]["overlap"] is True
+    assert solve["mann_whitney_p"] == pytest.approx(0.1)  # 3 against 3, fully separated: 2 / C(6, 3)
+    assert by_metric["SixteenRooms solve rate, final checkpoint"]["overlap"] is True
+    assert by_metric["SixteenRooms solve rate, final checkpoint"]["mann_whitney_p"] == 1.0  # all equal
+    over = by_metric["SixteenRooms solve rate, mean over checkpoints 10-20"]
+    assert over["cleanued"]["per_seed"] == pytest.approx([0.7, 0.725, 0.75])  # (rate + 0.5) / 2
+    assert over["minimax"]["per_seed"] == pytest.approx([0.25, 0.3])  # seed 2 lacks the checkpoint at 10
     table = report.markdown_summary(records)
-    assert "| DR | training-distribution solve rate | 0.950 [0.900, 1.000] | 0.150 [0.100, 0.200] | **no** |" in table
-    assert "| DR | student gradient updates | 20 (20-20) | 20 (20-20) | - |" in table
+    assert (
+        "| DR | training-distribution solve rate | 0.950 [0.900, 1.000] | 0.150 [0.100, 0.200] | **no** | 0.10 |"
+        in table
+    )
+    assert "| DR | student gradient updates | 20 (20-20) | 20 (20-20) | - | - |" in table
     assert report.curve_points(evaluations, "dr", "minimax") == {10: [0.0, 0.0, 0.0], 20: [0.1, 0.15, 0.2]}
+    assert report.curve_points(evaluations, "dr", "minimax", "SixteenRooms") == {10: [0.0, 0.1], 20: [0.5] * 3}
+    assert report.mann_whitney_p([0.5], [0.1, 0.2]) is None  # one seed: no test
 
 
 def test_minimax_gets_only_the_environment_it_needs(monkeypatch):

@@ -1,11 +1,13 @@
 """Learning side by side with minimax-lib 0.2.0: train both libraries at one equal configuration and compare
 how they learn, with one evaluator for both.
 
-Methods: DR, Robust PLR, ACCEL and PAIRED, at a small configuration a CPU can train (7x7 mazes with 8 walls,
-ACCEL from empty mazes; 64-step episodes; 32 envs x 128 steps; LSTM 64; lr 3e-4; the rest of PPO and every
-method setting as minimax's shipped `minimax/config/configs/maze/<method>.json`, whose values cleanued's
-flags are derived from, so the two sides cannot drift apart; `settings.json` lists each setting with
-cleanued's default and minimax's shipped value and the run prints every mismatch).
+Methods: DR, Robust PLR, ACCEL and PAIRED, at a configuration from the flags (by default a small one a CPU can
+train: 7x7 mazes with 8 walls, ACCEL from empty mazes; 64-step episodes; 32 envs x 128 steps; LSTM 64; `--maze-size`,
+`--n-walls`, `--max-steps`, `--num-envs`, `--num-steps` and `--lstm-size` change it); lr 3e-4, the rest of PPO and
+every method setting as minimax's shipped `minimax/config/configs/maze/<method>.json`, whose values cleanued's
+flags are derived from, so the two sides cannot drift apart (`settings.json` lists each setting with cleanued's
+default and minimax's shipped value and the run prints every mismatch). The scripts' own checks run on the
+derived flags before anything trains.
 
 Stages (`--stage`, each resumable: it skips what is already done, so a long job can simply be restarted):
 
@@ -21,19 +23,24 @@ Stages (`--stage`, each resumable: it skips what is already done, so a long job 
   parameter tree (benchmarks/learning/minimax_checkpoint_params.py in minimax's venv; PAIRED: the protagonist), and
   every checkpoint of both sides is evaluated with cleanued's code (`common/heldout_eval.py`, sampled
   actions, first episode): (a) on one fixed set of `--train-levels` fresh DR levels of the training size
-  (the training-distribution curve); (b) at the final checkpoint, on the held-out mazes.
-- report: final solve rates and returns as mean [95% bootstrap interval over seeds] per side, gradient
-  updates, the curriculum from both sides' logs in windows of `--window` rollouts, time per job, and a PNG
-  of the training-distribution solve rate against rollouts.
+  (the training-distribution curve); (b) from `--heldout-from` rollouts on (default: the second half), on the
+  held-out mazes, `--heldout-episodes` each.
+- report: solve rates and returns as mean [95% bootstrap interval over seeds] per side with the Mann-Whitney U
+  p-value, held-out mazes first averaged per seed over the checkpoints from `--heldout-from` on (one checkpoint's
+  held-out rate swings by up to 0.65 between neighbours), then at the final checkpoint; gradient updates, the
+  curriculum from both sides' logs in windows of `--window` rollouts, time per job, and a PNG of the
+  training-distribution and held-out solve rates against rollouts.
 
     python benchmarks/learning/learning_vs_minimax.py --methods dr plr accel paired --seeds 4 --rollouts 600 --jobs 2
     python benchmarks/learning/learning_vs_minimax.py --stage report   # again after any stage, or to re-read results
+    python benchmarks/learning/learning_vs_minimax.py --methods dr accel --seeds 6 --maze-size 11 --n-walls 30 \
+        --max-steps 128 --out benchmarks/results/lvm_11x11   # a larger configuration, in its own --out
 
 Output under `--out`: `invocations.jsonl` (argv, device, versions of both stacks), `settings.json`,
 `jobs.jsonl` (every training command exactly, with its environment, wall and CPU seconds), `logs/`,
 `runs/` (cleanued's run folders), `minimax/` (minimax's log dirs, checkpoints and converted parameters),
 `evaluations.jsonl`, and the report: `report.md`, `report.jsonl`, `curriculum.jsonl`,
-`training_solve_rate.png`. `runs/` and `minimax/` are bulky (a PAIRED checkpoint holds the teacher: about 83 MB
+`solve_rate.png`. `runs/` and `minimax/` are bulky (a PAIRED checkpoint holds the teacher: about 83 MB
 per seed, some 5 GB for the full comparison) and listed in a `.gitignore` the run writes.
 
 The code follows the stages, in this file's folder: learning_vs_minimax_config.py (`Args`, the equal configuration,
@@ -90,7 +97,7 @@ def main(args: Args) -> None:
             "# run folders, checkpoints, converted parameters: large, rebuilt by the run stage\nruns/\nminimax/\n"
         )
     settings = method_settings(args)
-    if args.stage in ("run", "all"):
+    if args.stage in ("run", "evaluate", "all"):
         check_existing_runs(args, settings)  # before anything in --out changes
     checkpoints.write_atomic(args.out / "settings.json", (json.dumps(settings, indent=1, default=str) + "\n").encode())
     for method, entry in settings.items():

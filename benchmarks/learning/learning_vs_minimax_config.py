@@ -11,7 +11,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, NamedTuple
 
-from common.config import AT_LEAST_ONE, NON_NEGATIVE, Range, flags_of, raise_first, range_problems
+from common.config import (
+    AT_LEAST_ONE,
+    NON_NEGATIVE,
+    Range,
+    flags_of,
+    raise_first,
+    range_problems,
+    unset_means,
+    with_flags,
+)
 from common.errors import ConfigError
 from common.evaluate import load_script
 from envs.heldout import HELDOUT_MAZES
@@ -23,14 +32,7 @@ SIDES = ("cleanued", "minimax")
 LOG_INTERVAL = 10
 """cleanued's --log-interval: logs.csv rows, stop checks and checkpoints fall on multiples of it."""
 
-SHARED = {
-    "maze_height": 7,
-    "maze_width": 7,
-    "maze_n_walls": 8,
-    "maze_max_episode_steps": 64,
-    "n_parallel": 32,
-    "n_rollout_steps": 128,
-    "student_recurrent_hidden_dim": 64,
+PPO_SHARED = {
     "lr": 3e-4,
     "adam_eps": 1e-5,
     "student_gae_lambda": 0.98,
@@ -40,9 +42,8 @@ SHARED = {
     "student_value_loss_coef": 0.5,
     "max_grad_norm": 0.5,
 }
-"""The equal configuration, as minimax's flags; everything not here is each method's shipped value."""
-METHOD_SHARED = {"accel": {"maze_n_walls": 0}, "paired": {"maze_ued_n_walls": 8}}
-"""Per method: ACCEL starts from empty mazes; PAIRED's teacher places the 8 walls."""
+"""The PPO settings both sides train with, as minimax's flags; the maze and batch sizes come from the command line
+(`equal_configuration`), everything else is each method's shipped value."""
 
 
 class Setting(NamedTuple):
@@ -201,7 +202,19 @@ class Args:
     seeds: Annotated[int, AT_LEAST_ONE] = 4
     """Seeds per side: one cleanued process vmaps them, minimax runs one process per seed."""
     rollouts: Annotated[int, AT_LEAST_ONE] = 600
-    """Rollouts (of 32 envs x 128 steps) per run: cleanued updates; minimax ticks (ACCEL: ticks + replay ticks)."""
+    """Rollouts (of --num-envs x --num-steps) per run: cleanued updates; minimax ticks (ACCEL: ticks + replay ticks)."""
+    maze_size: Annotated[int, Range(2, 101)] = 7
+    """Height and width of the training mazes' interior."""
+    n_walls: Annotated[int, NON_NEGATIVE] = 8
+    """Walls of DR's and PLR's new levels and of PAIRED's designed ones (ACCEL's new levels are empty)."""
+    max_steps: Annotated[int, AT_LEAST_ONE] = 64
+    """Episode length on the training mazes (held-out mazes keep their own)."""
+    num_envs: Annotated[int, AT_LEAST_ONE] = 32
+    """Parallel envs per rollout."""
+    num_steps: Annotated[int, AT_LEAST_ONE] = 128
+    """Steps per env per rollout."""
+    lstm_size: Annotated[int, AT_LEAST_ONE] = 64
+    """The student's LSTM size."""
     out: Path = REPO_ROOT / "benchmarks" / "results" / "learning_vs_minimax"
     """Output folder (stages read and write here; rerunning skips what is done)."""
     jobs: Annotated[int, AT_LEAST_ONE] = 2
@@ -215,9 +228,12 @@ class Args:
     train_levels: Annotated[int, AT_LEAST_ONE] = 512
     """Fresh training-distribution levels (one attempt each) per checkpoint and seed for the learning curve."""
     heldout_mazes: tuple[str, ...] = ("SixteenRooms", "Labyrinth", "StandardMaze")
-    """Held-out mazes evaluated at the final checkpoint (each with its own episode length)."""
-    heldout_episodes: Annotated[int, AT_LEAST_ONE] = 100
-    """Episodes per held-out maze and seed."""
+    """Held-out mazes, evaluated at every checkpoint from --heldout-from on (each with its own episode length)."""
+    heldout_episodes: Annotated[int, AT_LEAST_ONE] = 200
+    """Episodes per held-out maze, seed and checkpoint."""
+    heldout_from: Annotated[int | None, unset_means("the second half: rollouts // 2")] = None
+    """Rollouts from which every checkpoint is evaluated on the held-out mazes; the held-out figure per seed is the
+    mean over those checkpoints (one checkpoint's held-out rate swings too much to decide on)."""
     eval_seed: Annotated[int, Range(0, 2**31 - 1)] = 0
     """Seed of the evaluation levels and actions (the same for both sides)."""
     window: Annotated[int, AT_LEAST_ONE] = 50
@@ -246,8 +262,45 @@ class Args:
                     "--log-interval)",
                 ),
                 *[(name not in HELDOUT_MAZES, f"unknown held-out maze {name!r}") for name in self.heldout_mazes],
+                (
+                    self.heldout_from is not None and not 1 <= self.heldout_from <= self.rollouts,
+                    f"--heldout-from ({self.heldout_from}) must be between 1 and --rollouts ({self.rollouts})",
+                ),
             ]
         )
+
+    @property
+    def heldout_start(self) -> int:
+        """The first grid point evaluated on the held-out mazes."""
+        start = self.rollouts // 2 if self.heldout_from is None else self.heldout_from
+        return -(-start // self.checkpoint_every) * self.checkpoint_every
+
+    def describe(self) -> str:
+        """The configuration in words, for report labels."""
+        return (
+            f"{self.maze_size}x{self.maze_size} mazes with {self.n_walls} walls (ACCEL: empty new mazes), "
+            f"{self.max_steps}-step episodes, {self.num_envs} envs x {self.num_steps} steps, LSTM {self.lstm_size}"
+        )
+
+
+def equal_configuration(args: Args) -> dict:
+    """The maze, batch and network sizes both sides train with, as minimax's flags, and the PPO settings."""
+    return {
+        "maze_height": args.maze_size,
+        "maze_width": args.maze_size,
+        "maze_n_walls": args.n_walls,
+        "maze_max_episode_steps": args.max_steps,
+        "n_parallel": args.num_envs,
+        "n_rollout_steps": args.num_steps,
+        "student_recurrent_hidden_dim": args.lstm_size,
+        **PPO_SHARED,
+    }
+
+
+def method_overrides(method: str, args: Args) -> dict:
+    """Per method, minimax flags on top of the equal configuration: ACCEL starts from empty mazes; PAIRED's teacher
+    places the walls."""
+    return {"accel": {"maze_n_walls": 0}, "paired": {"maze_ued_n_walls": args.n_walls}}.get(method, {})
 
 
 def minimax_shipped(method: str, venv: Path) -> dict:
@@ -260,9 +313,9 @@ def minimax_shipped(method: str, venv: Path) -> dict:
     return {key: value[0] if isinstance(value, list) else value for key, value in grid.items()}
 
 
-def minimax_settings(method: str, shipped: dict) -> dict:
+def minimax_settings(method: str, shipped: dict, args: Args) -> dict:
     """minimax's training flags for `method`: the shipped values with the equal configuration on top."""
-    return {**shipped, **SHARED, **METHOD_SHARED.get(method, {})}
+    return {**shipped, **equal_configuration(args), **method_overrides(method, args)}
 
 
 def derived(setting: Setting, values: dict):
@@ -335,9 +388,14 @@ def method_settings(args: Args) -> dict:
     settings = {}
     for method in args.methods:
         shipped = minimax_shipped(method, args.minimax_venv)
-        minimax = minimax_settings(method, shipped)
+        minimax = minimax_settings(method, shipped, args)
         cleanued = cleanued_settings(method, minimax, args.match_deviations)
-        defaults = flags_of(load_script(f"algos/{method}.py").Config())
+        script_defaults = load_script(f"algos/{method}.py").Config()
+        try:  # the script's own checks, before anything trains
+            with_flags(script_defaults, **cleanued, num_seeds=args.seeds, total_updates=args.rollouts)
+        except ConfigError as error:
+            raise ConfigError(f"algos/{method}.py at this configuration: {error}") from None
+        defaults = flags_of(script_defaults)
         table = settings_table(method, defaults, shipped, minimax, cleanued)
         settings[method] = {"cleanued": cleanued, "minimax": minimax, "table": table}
     return settings

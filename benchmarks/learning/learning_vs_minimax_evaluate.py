@@ -14,7 +14,7 @@ import jax
 import numpy as np
 
 from algos import dr
-from benchmarks.learning.learning_vs_minimax_config import REPO_ROOT, SHARED, Args
+from benchmarks.learning.learning_vs_minimax_config import REPO_ROOT, Args
 from benchmarks.learning.learning_vs_minimax_outputs import (
     append_jsonl,
     cleanued_run_dir,
@@ -120,9 +120,9 @@ class Evaluator:
 
     def __init__(self, args: Args):
         self.args = args
-        self.lstm_size = SHARED["student_recurrent_hidden_dim"]
+        self.lstm_size = args.lstm_size
         self.network = dr.ActorCritic()
-        size, walls, max_steps = SHARED["maze_height"], SHARED["maze_n_walls"], SHARED["maze_max_episode_steps"]
+        size, walls, max_steps = args.maze_size, args.n_walls, args.max_steps
         self.env_params = EnvParams(max_steps=max_steps)
         rng_levels = jax.random.fold_in(jax.random.key(args.eval_seed), 0)
         sample = lambda rng: sample_dr_level(rng, size, size, walls)  # noqa: E731
@@ -161,7 +161,7 @@ def evaluation_key(record: dict) -> tuple:
 def evaluations_needed(args: Args, checkpoint: Checkpoint) -> list[tuple[str, str | None, int]]:
     """(kind, maze, episodes) evaluated at `checkpoint`."""
     needed = [("train_levels", None, args.train_levels)]
-    if checkpoint.final:
+    if checkpoint.grid >= args.heldout_start:
         needed += [("heldout", maze, args.heldout_episodes) for maze in args.heldout_mazes]
     return needed
 

@@ -1,6 +1,7 @@
 """The report stage of benchmarks/learning/learning_vs_minimax.py: both sides' logs read into curriculum statistics over
-windows of `--window` rollouts, the final evaluations as mean and 95% bootstrap interval over seeds, and the
-files report.md, report.jsonl, curriculum.jsonl and training_solve_rate.png.
+windows of `--window` rollouts, the evaluations as mean and 95% bootstrap interval over seeds with a Mann-Whitney U
+p-value (held-out mazes averaged over the checkpoints from --heldout-from on, and at the final one), and the files
+report.md, report.jsonl, curriculum.jsonl and solve_rate.png.
 """
 
 import csv
@@ -12,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import stats
 
-from benchmarks.learning.learning_vs_minimax_config import KNOWN_DIFFERENCES, SIDES, Args
+from benchmarks.learning.learning_vs_minimax_config import KNOWN_DIFFERENCES, PPO_SHARED, SIDES, Args
 from benchmarks.learning.learning_vs_minimax_outputs import (
     cleanued_run_dir,
     minimax_dir,
@@ -216,19 +217,45 @@ def describe(mean: float | None, interval: tuple[float, float] | None, digits: i
     return f"{mean:.{digits}f} [{interval[0]:.{digits}f}, {interval[1]:.{digits}f}]"
 
 
+def mann_whitney_p(a, b) -> float | None:
+    """Two-sided Mann-Whitney U p-value of two sides' per-seed values (None with fewer than two seeds a side)."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    if len(set(a) | set(b)) == 1:  # every seed of both sides equal: nothing tells them apart
+        return 1.0
+    return float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+
+
 def final_rows(mazes: tuple[str, ...]) -> list[tuple[str, str, str | None, str]]:
-    """(label, kind, maze, field) of the evaluation rows of the final table, in order."""
+    """(label, kind, maze, field) of the final checkpoint's evaluation rows, in order."""
     rows = [("training-distribution solve rate", "train_levels", None, "solve_rate")]
     rows.append(("training-distribution return", "train_levels", None, "return"))
-    rows += [(f"{maze} solve rate", "heldout", maze, "solve_rate") for maze in mazes]
+    rows += [(f"{maze} solve rate, final checkpoint", "heldout", maze, "solve_rate") for maze in mazes]
     return rows
+
+
+def heldout_over_checkpoints(args: Args, evaluations: list[dict], method: str, side: str, maze: str) -> list[float]:
+    """Per seed, the held-out solve rate on `maze` averaged over every checkpoint from --heldout-from on; a seed
+    missing any of those checkpoints is left out (its mean would stand for other checkpoints)."""
+    grid = range(args.heldout_start, args.rollouts + 1, args.checkpoint_every)
+    by_seed = {}
+    for record in evaluations:
+        if (record["method"], record["side"], record["kind"], record["maze"]) == (method, side, "heldout", maze):
+            by_seed.setdefault(record["seed"], {})[record["grid"]] = record["solve_rate"]
+    return [
+        float(np.mean([rates[point] for point in grid]))
+        for _, rates in sorted(by_seed.items())
+        if all(point in rates for point in grid)
+    ]
 
 
 def summary_records(
     args: Args, evaluations: list[dict], updates: dict, rollouts_played: dict, logged: dict
 ) -> list[dict]:
-    """One record per method and metric: per side the per-seed values, mean and interval, and the overlap."""
+    """One record per method and metric: per side the per-seed values, mean and interval, the overlap and the
+    Mann-Whitney U p-value."""
     records = []
+    checkpoints = f"mean over checkpoints {args.heldout_start}-{args.rollouts}"
     for method in args.methods:
         final = sorted((r for r in evaluations if r["method"] == method and r["final"]), key=lambda r: r["seed"])
         sources = {
@@ -238,6 +265,13 @@ def summary_records(
             }
             for label, kind, maze, field in final_rows(args.heldout_mazes)
         }
+        over_checkpoints = {
+            f"{maze} solve rate, {checkpoints}": {
+                side: heldout_over_checkpoints(args, evaluations, method, side, maze) for side in SIDES
+            }
+            for maze in args.heldout_mazes
+        }
+        sources = dict(list(sources.items())[:2]) | over_checkpoints | dict(list(sources.items())[2:])
         sources["student gradient updates"] = {side: updates.get((method, side), []) for side in SIDES}
         sources["rollouts played"] = {side: rollouts_played.get((method, side), []) for side in SIDES}
         sources[f"logged training return, last {min(args.window, args.rollouts)} rollouts (own definition)"] = {
@@ -252,6 +286,7 @@ def summary_records(
                 intervals[side] = interval
                 record[side] = {"per_seed": values, "mean": mean, "interval": interval}
             record["overlap"] = overlap(intervals["cleanued"], intervals["minimax"])
+            record["mann_whitney_p"] = mann_whitney_p(record["cleanued"]["per_seed"], record["minimax"]["per_seed"])
             records.append(record)
     return records
 
@@ -260,7 +295,10 @@ METHOD_NAMES = {"dr": "DR", "plr": "Robust PLR", "accel": "ACCEL", "paired": "PA
 
 
 def markdown_summary(records: list[dict]) -> str:
-    lines = ["| method | metric | cleanued | minimax | intervals overlap |", "|---|---|---|---|---|"]
+    lines = [
+        "| method | metric | cleanued | minimax | intervals overlap | Mann-Whitney p |",
+        "|---|---|---|---|---|---|",
+    ]
     for record in records:
         counts = record["metric"] in ("student gradient updates", "rollouts played")
         cells = []
@@ -271,7 +309,10 @@ def markdown_summary(records: list[dict]) -> str:
             else:
                 cells.append(describe(mean, record[side]["interval"]))
         verdict = {True: "yes", False: "**no**", None: "-"}[None if counts else record["overlap"]]
-        lines.append(f"| {METHOD_NAMES[record['method']]} | {record['metric']} | {cells[0]} | {cells[1]} | {verdict} |")
+        p_value = record["mann_whitney_p"]
+        p_cell = "-" if counts or p_value is None else f"{p_value:.2f}"
+        name = METHOD_NAMES[record["method"]]
+        lines.append(f"| {name} | {record['metric']} | {cells[0]} | {cells[1]} | {verdict} | {p_cell} |")
     return "\n".join(lines)
 
 
@@ -297,44 +338,57 @@ def format_value(value: float | None) -> str:
     return f"{value:.3g}" if abs(value) >= 10 else f"{value:.3f}"  # staleness runs into the thousands
 
 
-def curve_points(evaluations: list[dict], method: str, side: str) -> dict:
-    """{grid rollouts: per-seed training-distribution solve rates}."""
+def curve_points(evaluations: list[dict], method: str, side: str, maze: str | None = None) -> dict:
+    """{grid rollouts: per-seed solve rates} on the training levels (`maze` None) or on one held-out maze."""
     points = {}
+    kind = "train_levels" if maze is None else "heldout"
     for record in evaluations:
-        if record["method"] == method and record["side"] == side and record["kind"] == "train_levels":
+        if (record["method"], record["side"], record["kind"], record["maze"]) == (method, side, kind, maze):
             points.setdefault(record["grid"], []).append(record["solve_rate"])
     return dict(sorted(points.items()))
 
 
 def plot_curves(args: Args, evaluations: list[dict], path: Path) -> None:
+    """One column per method; the first row the training-distribution solve rate, then one row per held-out maze."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(1, len(args.methods), figsize=(4 * len(args.methods), 3.4), squeeze=False)
-    for axis, method in zip(axes[0], args.methods, strict=True):
-        for side, color in zip(SIDES, ("tab:blue", "tab:orange"), strict=True):
-            points = curve_points(evaluations, method, side)
-            if not points:
-                continue
-            x = list(points)
-            summaries = [bootstrap_interval(values, args.bootstrap_resamples) for values in points.values()]
-            means = [mean for mean, _ in summaries]
-            seeds = max(len(values) for values in points.values())
-            axis.plot(x, means, marker="o", color=color, label=f"{side} ({seeds} seed{'s' if seeds > 1 else ''})")
-            if all(interval is not None for _, interval in summaries):
-                low, high = zip(*(interval for _, interval in summaries), strict=True)
-                axis.fill_between(x, low, high, color=color, alpha=0.2)
-        axis.set_title(METHOD_NAMES[method])
+    rows = (None, *args.heldout_mazes)
+    figure, axes = plt.subplots(
+        len(rows), len(args.methods), figsize=(4 * len(args.methods), 2.9 * len(rows)), squeeze=False
+    )
+    for row, maze in enumerate(rows):
+        for axis, method in zip(axes[row], args.methods, strict=True):
+            for side, color in zip(SIDES, ("tab:blue", "tab:orange"), strict=True):
+                points = curve_points(evaluations, method, side, maze)
+                if not points:
+                    continue
+                x = list(points)
+                summaries = [bootstrap_interval(values, args.bootstrap_resamples) for values in points.values()]
+                means = [mean for mean, _ in summaries]
+                seeds = max(len(values) for values in points.values())
+                label = f"{side} ({seeds} seed{'s' if seeds > 1 else ''})"
+                axis.plot(x, means, marker="o", color=color, label=label)
+                if all(interval is not None for _, interval in summaries):
+                    low, high = zip(*(interval for _, interval in summaries), strict=True)
+                    axis.fill_between(x, low, high, color=color, alpha=0.2)
+            axis.set_title(f"{METHOD_NAMES[method]}: {'training levels' if maze is None else maze}", fontsize=9)
+            axis.set_xlim(0, args.rollouts * 1.02)
+            axis.set_ylim(-0.02, 1.02)
+            axis.grid(alpha=0.3)
+            axis.legend(loc="upper left", fontsize=7)  # learning curves rise: the top left stays empty
+        axes[row][0].set_ylabel("solve rate")
+    for axis in axes[-1]:
         axis.set_xlabel("rollouts")
-        axis.set_ylim(-0.02, 1.02)
-        axis.grid(alpha=0.3)
-        axis.legend(loc="upper left", fontsize=8)  # learning curves rise: the top left stays empty
-    axes[0][0].set_ylabel(f"solve rate, {args.train_levels} fresh training levels")
-    figure.suptitle("Training-distribution solve rate: mean and 95% bootstrap band over seeds", fontsize=10)
+    figure.suptitle(
+        f"Solve rate on {args.train_levels} fresh training levels and {args.heldout_episodes} episodes per held-out "
+        f"maze: mean and 95% bootstrap band over seeds\n{args.describe()}",
+        fontsize=9,
+    )
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=110)
     plt.close(figure)
 
 
@@ -402,7 +456,7 @@ def report_stage(args: Args, settings: dict) -> str:
     ]
     write_jsonl(args.out / "report.jsonl", summaries)
     write_jsonl(args.out / "curriculum.jsonl", curriculum)
-    figure = args.out / "training_solve_rate.png"
+    figure = args.out / "solve_rate.png"
     if evaluations:
         plot_curves(args, evaluations, figure)
     # Where the training ran: the last invocation with a run stage (a report may be made anywhere).
@@ -413,21 +467,24 @@ def report_stage(args: Args, settings: dict) -> str:
     solvable = next((record["solvable_share"] for record in evaluations if "solvable_share" in record), None)
     parts = [
         "# cleanued vs minimax-lib 0.2.0: learning at one equal configuration",
-        f"{args.seeds} seed(s) per side, {args.rollouts} rollouts of 32 envs x 128 steps per run; 7x7 mazes, 8 walls "
-        "(ACCEL: empty new mazes), 64-step episodes, LSTM 64, lr 3e-4 (settings.json lists every setting).",
+        f"{args.seeds} seed(s) per side, {args.rollouts} rollouts per run; {args.describe()}, lr "
+        f"{PPO_SHARED['lr']} (settings.json lists every setting).",
         "cleanued: "
         + ", ".join(f"{k} {environment.get('cleanued', {}).get(k)}" for k in ("device", "jax", "commit"))
         + "; minimax: "
         + ", ".join(f"{k} {environment.get('minimax', {}).get(k)}" for k in ("device", "minimax-lib", "jax")),
-        "## Final checkpoint",
-        f"Mean over seeds [95% percentile bootstrap interval, {args.bootstrap_resamples} resamples]. Both sides' "
-        "checkpoints are evaluated by cleanued's evaluator (sampled actions, first episode): training-distribution "
-        f"rows on {args.train_levels} fixed fresh 7x7 8-wall DR levels (solvable share "
-        f"{solvable if solvable is None else round(solvable, 3)}, at most 64 steps), held-out rows "
-        f"{args.heldout_episodes} episodes per seed with each maze's own episode length. The last rows are counts "
-        "(mean and range) and each side's own logged return, which the two libraries define differently.",
+        "## Solve rates",
+        f"Mean over seeds [95% percentile bootstrap interval, {args.bootstrap_resamples} resamples] and the "
+        "two-sided Mann-Whitney U p-value of the per-seed values. Both sides' checkpoints are evaluated by "
+        "cleanued's evaluator (sampled actions, first episode): training-distribution rows at the final checkpoint "
+        f"on {args.train_levels} fixed fresh {args.maze_size}x{args.maze_size} {args.n_walls}-wall DR levels "
+        f"(solvable share {solvable if solvable is None else round(solvable, 3)}, at most {args.max_steps} steps); "
+        f"held-out rows {args.heldout_episodes} episodes per seed and checkpoint with each maze's own episode "
+        f"length, first per seed averaged over the checkpoints from {args.heldout_start} rollouts on (the primary "
+        "figure: one checkpoint's held-out rate swings widely), then at the final checkpoint. The last rows are "
+        "counts (mean and range) and each side's own logged return, which the two libraries define differently.",
         markdown_summary(summaries),
-        f"![training-distribution solve rate]({figure.name})",
+        f"![training-distribution and held-out solve rates]({figure.name})",
         f"## Curriculum (windows of {args.window} rollouts; the column is the window's last rollout)",
         "Means over seeds. cleanued: logs.csv rows (means over 10 updates), level columns weighted by the share "
         "of updates that played such levels; minimax: one value per rollout from its per-tick logs.csv (an ACCEL "

@@ -705,4 +705,4 @@ def main(args: Args) -> None:
 
 if __name__ == "__main__":
     with one_line_errors():
-        main(tyro.cli(Args))
+        main(tyro.cli(Args, prog="python -m common.report", description="\n\n".join(__doc__.split("\n\n")[:2])))

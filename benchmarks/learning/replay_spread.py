@@ -15,7 +15,8 @@ replay distribution, `sample_replay`), so the same file measures an earlier comm
 With --lag-levels N, the end of the run also measures how far the outcome counts a slot accumulates over every
 play lag behind the policy as it is now: N filled slots are played --lag-attempts times each with the final policy
 (first episode of each attempt, as held-out evaluation counts), and their success rate now is set against the
-stored one (successes / episodes, learnability's p).
+stored one (successes / episodes, learnability's p); a second fresh estimate of the same policy, set against the
+first, shows how much of the difference sampling alone makes.
 
     python benchmarks/learning/replay_spread.py --algo plr --score-function learnability --total-updates 400 \
         --lag-levels 500
@@ -91,7 +92,8 @@ def replay_spread(buffer, settings: dict, batch: int, rng) -> dict:
 
 def outcome_lag(module, config, functions, runner, args: Args) -> dict:
     """The stored success rate p of up to --lag-levels filled slots (the first ones) against the final policy's over
-    --lag-attempts fresh attempts, and what that does to learnability p (1 - p)."""
+    --lag-attempts fresh attempts, and what that does to learnability p (1 - p). Two independent fresh estimates set
+    against each other give the ceiling: how far apart two estimates of the same policy land from sampling alone."""
     buffer = jax.device_get(jax.tree.map(lambda x: x[0], runner.buffer))
     slots = np.flatnonzero(buffer.filled)[: args.lag_levels]
     stored = buffer.successes[slots] / np.maximum(buffer.episodes[slots], 1)
@@ -105,19 +107,33 @@ def outcome_lag(module, config, functions, runner, args: Args) -> dict:
             ).returns
         )
     )
-    now = (np.asarray(play(jax.random.key(args.seed), params, levels)) > 0).reshape(len(slots), -1).mean(1)
-    learnable_before, learnable_now = stored * (1 - stored), now * (1 - now)
-    top = learnable_before >= np.quantile(learnable_before, 0.9)
+
+    def success_now(stream: int) -> np.ndarray:
+        returns = play(jax.random.fold_in(jax.random.key(args.seed), stream), params, levels)
+        return (np.asarray(returns) > 0).reshape(len(slots), -1).mean(1)
+
+    now, again = success_now(0), success_now(1)
     return {
         "lag_levels": len(slots),
         "lag_attempts": args.lag_attempts,
         "mean_episodes_counted": float(buffer.episodes[slots].mean()),
         "p_stored_mean": float(stored.mean()),
         "p_now_mean": float(now.mean()),
-        "mean_abs_p_difference": float(np.abs(now - stored).mean()),
-        "mean_abs_learnability_difference": float(np.abs(learnable_now - learnable_before).mean()),
-        "learnability_correlation": float(np.corrcoef(learnable_before, learnable_now)[0, 1]),
-        "top_decile_by_counts_now_mastered_or_failed": float(((now >= 0.9) | (now <= 0.1))[top].mean()),
+        "stored_vs_now": estimate_agreement(stored, now),
+        "now_vs_now_again": estimate_agreement(again, now),
+    }
+
+
+def estimate_agreement(first: np.ndarray, second: np.ndarray) -> dict:
+    """How two per-slot success-rate estimates agree: in p, in learnability p (1 - p), and whether the most learnable
+    tenth by `first` is still learnable by `second`."""
+    learnable_first, learnable_second = first * (1 - first), second * (1 - second)
+    top = learnable_first >= np.quantile(learnable_first, 0.9)
+    return {
+        "mean_abs_p_difference": float(np.abs(second - first).mean()),
+        "mean_abs_learnability_difference": float(np.abs(learnable_second - learnable_first).mean()),
+        "learnability_correlation": float(np.corrcoef(learnable_first, learnable_second)[0, 1]),
+        "top_decile_by_first_mastered_or_failed_by_second": float(((second >= 0.9) | (second <= 0.1))[top].mean()),
     }
 
 

@@ -127,6 +127,8 @@ class Config:
     """Level score: MaxMC, PVL, L1 value loss, learnability (success rate p over all plays: p(1-p)), or exact regret."""
     maxmc_running_max: bool = True
     """MaxMC's R_max: the highest return ever reached on a level (papers); off: its last rollout's best (minimax)."""
+    learnability_decay: Annotated[float, FRACTION] = 1.0
+    """Learnability: per play of a level, the weight its earlier outcomes keep (1: every play counts alike)."""
     prioritization: Literal["rank", "proportional"] = "rank"
     """Score prioritization of the replay distribution (rank suits MaxMC, which can be negative)."""
     rank_ties: Literal["shared", "slot_order"] = "shared"
@@ -420,34 +422,37 @@ def level_scores(
     before: level_buffer.LevelHistory,
     score_function: str,
     running_max: bool,
+    learnability_decay: float,
     max_steps: int,
 ) -> tuple[jax.Array, level_buffer.LevelHistory]:
     """Per env (= per level): (score, the history to keep in its slot) from its rollout. Inputs [T, B]; `before`
-    is what the levels' slots hold (zeros for levels not in the buffer): learnability's success rate counts every
-    episode finished on the level since it entered the buffer."""
+    is what the levels' slots hold (zeros for levels not in the buffer): learnability's success rate counts the
+    episodes finished on the level since it entered the buffer, each earlier play's weighed down by
+    `learnability_decay` per play since."""
     per_env = lambda x: jnp.moveaxis(x, 0, 1)  # noqa: E731
     rewards, dones, values, advantages = map(
         per_env, (transitions.reward, transitions.done, transitions.value, advantages)
     )
-    episodes, successes = jax.vmap(ued_scores.outcome_counts)(rewards, dones)
-    episodes, successes = before.episodes + episodes, before.successes + successes
+    successes, failures = jax.vmap(ued_scores.outcome_counts)(rewards, dones)
+    successes = before.successes * learnability_decay + successes
+    failures = before.failures * learnability_decay + failures
     if score_function == "max_mc":
         scores, max_returns = jax.vmap(functools.partial(ued_scores.max_mc, running_max=running_max))(
             rewards, dones, values, before.max_return
         )
-        return scores, level_buffer.LevelHistory(max_returns, episodes, successes)
+        return scores, level_buffer.LevelHistory(max_returns, successes, failures)
     _, best = jax.vmap(ued_scores.episode_returns)(rewards, dones)
     highest = jnp.maximum(before.max_return, best) if running_max else best
     max_returns = jnp.where(dones.any(1), highest, before.max_return)
     if score_function == "learnability":
-        scores = ued_scores.learnability(episodes, successes)
+        scores = ued_scores.learnability(successes, failures)
     elif score_function == "true_regret":
         steps = jax.vmap(functools.partial(optimal_steps, limit=max_steps))(levels)
         scores = jax.vmap(ued_scores.true_regret, (0, 0, 0, None))(rewards, dones, steps, max_steps)
     else:
         value_loss = ued_scores.positive_value_loss if score_function == "pvl" else ued_scores.l1_value_loss
         scores = jax.vmap(value_loss)(advantages, dones)
-    return scores, level_buffer.LevelHistory(max_returns, episodes, successes)
+    return scores, level_buffer.LevelHistory(max_returns, successes, failures)
 
 
 # copied from algos/plr.py:select
@@ -547,6 +552,7 @@ def make_train(config: Config) -> BatchedOverSeeds:
             level_buffer.slot_history(cycle, matched),
             config.score_function,
             config.maxmc_running_max,
+            config.learnability_decay,
             env.max_steps,
         )
         generations = jnp.zeros(num_blocks * num_envs, jnp.int32)
@@ -559,8 +565,8 @@ def make_train(config: Config) -> BatchedOverSeeds:
             generations,
             **settings,
             active=finished,
-            episodes=history.episodes,
             successes=history.successes,
+            failures=history.failures,
         )
         # PPO UPDATE: only on the replay block, once the buffer is warm. At one seed the other branch is
         # skipped; vmapped over seeds, lax.cond computes both and selects.

@@ -439,7 +439,10 @@ def learnability(completed: jax.Array, successes: jax.Array, counted: int) -> tu
     by zero (NaN, which their argsort ranks first); it cannot occur, since --score-steps is at least --max-steps.
     p (1 - p) comes from the integer counts (`common.ued_scores.learnability`), so mirrored success rates tie."""
     counted_episodes = jnp.minimum(completed, counted)
-    return ued_scores.learnability(counted_episodes, successes), successes / jnp.maximum(counted_episodes, 1)
+    return (
+        ued_scores.learnability(successes, counted_episodes - successes),
+        successes / jnp.maximum(counted_episodes, 1),
+    )
 
 
 def score_levels(

@@ -1,7 +1,7 @@
 """The PLR level buffer as a struct and pure functions (docs/methods.md#plr-level-buffer), jittable and vmappable.
 
-Slots hold a level, its score, the highest return achieved on it (MaxMC), its outcome counts over every
-play (finished episodes and successes, what learnability estimates p from), its age (staleness), a filled
+Slots hold a level, its score, the highest return achieved on it (MaxMC), its outcome counts over its plays
+(successes and failures, earlier plays' decayed, what learnability estimates p from), its age (staleness), a filled
 flag and its number of mutation generations. Replay probabilities are
     P = (1 - staleness_coef) * P_score + staleness_coef * P_staleness
 over filled slots, with P_score by rank (the k-th highest score gets (1/k)^(1/temperature)) or
@@ -55,8 +55,8 @@ class LevelBuffer:
     ages: jax.Array  # int32[capacity], levels played since the slot was last replayed (staleness)
     filled: jax.Array  # bool[capacity]
     mutations: jax.Array  # int32[capacity], mutation generations (0 for generated levels)
-    episodes: jax.Array  # int32[capacity], episodes finished on the level over every play since it was inserted
-    successes: jax.Array  # int32[capacity], of those, episodes that reached the goal (a time-out is a failure)
+    successes: jax.Array  # float32[capacity], episodes finished at the goal, earlier plays' decayed per play
+    failures: jax.Array  # float32[capacity], episodes finished otherwise (a time-out is a failure), decayed alike
 
     @property
     def capacity(self) -> int:
@@ -72,8 +72,8 @@ def empty_buffer(level: Level, capacity: int) -> LevelBuffer:
         ages=jnp.zeros(capacity, jnp.int32),
         filled=jnp.zeros(capacity, bool),
         mutations=jnp.zeros(capacity, jnp.int32),
-        episodes=jnp.zeros(capacity, jnp.int32),
-        successes=jnp.zeros(capacity, jnp.int32),
+        successes=jnp.zeros(capacity, jnp.float32),
+        failures=jnp.zeros(capacity, jnp.float32),
     )
 
 
@@ -81,8 +81,8 @@ class LevelHistory(NamedTuple):
     """What a slot keeps about its level's plays, for a batch of levels (each leaf [n])."""
 
     max_return: jax.Array  # float32, highest return achieved (MaxMC's R_max)
-    episodes: jax.Array  # int32, finished episodes
-    successes: jax.Array  # int32, finished episodes that reached the goal
+    successes: jax.Array  # float32, finished episodes that reached the goal (decayed over plays)
+    failures: jax.Array  # float32, finished episodes that did not (decayed over plays)
 
 
 def slot_history(buffer: LevelBuffer, slots: jax.Array) -> LevelHistory:
@@ -92,7 +92,7 @@ def slot_history(buffer: LevelBuffer, slots: jax.Array) -> LevelHistory:
     def read(values):
         return jnp.where(found, values[jnp.maximum(slots, 0)], 0).astype(values.dtype)
 
-    return LevelHistory(read(buffer.max_returns), read(buffer.episodes), read(buffer.successes))
+    return LevelHistory(read(buffer.max_returns), read(buffer.successes), read(buffer.failures))
 
 
 def fill_ratio(buffer: LevelBuffer) -> jax.Array:
@@ -324,8 +324,8 @@ def insert_many(
     ties: Ties = "shared",
     active: jax.Array | None = None,
     reset_age_on_insert: bool = False,
-    episodes: jax.Array | None = None,
     successes: jax.Array | None = None,
+    failures: jax.Array | None = None,
 ) -> tuple[LevelBuffer, jax.Array]:
     """Offer a batch of new levels to the buffer, one after another (minimax's `PLRManager.update` after
     `dedupe_levels`). Inactive levels (no finished episode) and repeats of an earlier level of the batch are
@@ -334,7 +334,7 @@ def insert_many(
     A level written over an evicted slot keeps that slot's age unless `reset_age_on_insert`. A replay batch
     can go through it too (each replayed level matches its own slot and updates it, the first copy of a
     slot drawn twice counting), which is how minimax updates both kinds of cycle with one call.
-    `episodes` and `successes` (int32[n], default 0) are the outcome counts to keep with each level, like
+    `successes` and `failures` (float32[n], default 0) are the outcome counts to keep with each level, like
     `max_returns`: its slot's counts before this play plus this rollout's (`slot_history`).
     The buffer is ranked once (`rank_slots`); each level then moves the ranks by what it changed (`rerank`), so
     each `next_slot` costs elementwise work over the slots rather than a sort.
@@ -342,15 +342,15 @@ def insert_many(
     count = scores.shape[0]
     if active is None:
         active = jnp.ones(count, bool)
-    episodes = jnp.zeros(count, jnp.int32) if episodes is None else episodes
-    successes = jnp.zeros(count, jnp.int32) if successes is None else successes
+    successes = jnp.zeros(count, jnp.float32) if successes is None else successes
+    failures = jnp.zeros(count, jnp.float32) if failures is None else failures
     matched, repeated = match_levels(buffer, levels)
     counts = active & ~repeated
     settings = (temperature, staleness_coef, prioritization, ties)
 
     def one(carry, new):
         buffer, written, ranking = carry  # written: bool[capacity], slots a level of this batch was written to
-        level, score, max_return, generation, finished, solved, match, counts = new
+        level, score, max_return, generation, solved, failed, match, counts = new
         is_new = match < 0
         target = jnp.where(is_new, next_slot(buffer, *settings, ranking=ranking), match)
         update = counts & ~is_new & ~written[target]
@@ -369,15 +369,15 @@ def insert_many(
             ages=buffer.ages.at[target].set(jnp.where(write, age, buffer.ages[target])),
             filled=buffer.filled.at[target].set(buffer.filled[target] | write),
             mutations=buffer.mutations.at[target].set(jnp.where(write, generation, buffer.mutations[target])),
-            episodes=buffer.episodes.at[target].set(jnp.where(touched, finished, buffer.episodes[target])),
             successes=buffer.successes.at[target].set(jnp.where(touched, solved, buffer.successes[target])),
+            failures=buffer.failures.at[target].set(jnp.where(touched, failed, buffer.failures[target])),
         )
         written = written.at[target].set(written[target] | write)
         return (buffer, written, ranking), jnp.where(touched, target, -1).astype(jnp.int32)
 
     start = (buffer, jnp.zeros(buffer.capacity, bool), rank_slots(buffer.scores, buffer.filled, ties))
     (buffer, _, _), slots = jax.lax.scan(
-        one, start, (levels, scores, max_returns, mutations, episodes, successes, matched, counts)
+        one, start, (levels, scores, max_returns, mutations, successes, failures, matched, counts)
     )
     return buffer, slots
 

@@ -72,21 +72,24 @@ def max_mc(
 
 
 def outcome_counts(rewards: jax.Array, dones: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """(int32 finished episodes, int32 of which reached the goal) in this rollout; a time-out is a failure."""
-    successes = jnp.sum((dones & (rewards > 0)).astype(jnp.int32))
-    return jnp.sum(dones.astype(jnp.int32)), successes
+    """(float32 successes, float32 failures): the finished episodes of this rollout that reached the goal and those
+    that did not (a time-out is a failure). Floats, as a buffer slot adds them to its decayed counts."""
+    successes = jnp.sum(dones & (rewards > 0), dtype=jnp.float32)
+    return successes, jnp.sum(dones, dtype=jnp.float32) - successes
 
 
-def learnability(episodes: jax.Array, successes: jax.Array) -> jax.Array:
-    """SFL's learnability p (1 - p), with p = successes / episodes: the level's success rate over every episode
-    finished on it (the counts its buffer slot accumulates over all its plays, `LevelBuffer.episodes`). 0 where no
-    episode finished yet; such a level never enters a buffer (no finished episode: inactive).
+def learnability(successes: jax.Array, failures: jax.Array) -> jax.Array:
+    """SFL's learnability p (1 - p), with p = successes / (successes + failures): the level's success rate over the
+    episodes finished on it (the counts its buffer slot keeps over its plays, `LevelBuffer.successes` and
+    `.failures`). 0 where no episode finished yet; such a level never enters a buffer (no finished episode:
+    inactive).
 
-    Computed as s (e - s) / e^2 from the integer counts, so p and 1 - p give the same float exactly (p * (1 - p)
-    in float32 does not): levels with mirrored success rates tie, as the rank prioritization's shared ties
-    expect."""
-    episodes, successes = episodes.astype(jnp.float32), successes.astype(jnp.float32)
-    return successes * (episodes - successes) / jnp.maximum(episodes * episodes, 1.0)
+    Computed as s f / (s + f)^2 from the two counts, which is symmetric in them operation by operation, so p and
+    1 - p give the same float exactly (p * (1 - p) in float32 does not, nor does s (e - s) once the counts are
+    decayed): levels with mirrored success rates tie, as the rank prioritization's shared ties expect."""
+    successes, failures = jnp.asarray(successes, jnp.float32), jnp.asarray(failures, jnp.float32)
+    total = successes + failures
+    return jnp.where(total > 0, successes * failures / jnp.where(total > 0, total * total, 1.0), 0.0)
 
 
 def true_regret(rewards: jax.Array, dones: jax.Array, optimal_steps: jax.Array, max_steps: int) -> jax.Array:

@@ -643,15 +643,15 @@ def test_insert_many_keeps_outcome_counts_with_the_level():
     zeros = jnp.zeros(3, jnp.int32)
     buffer, slots = lb.insert_many(
         buffer, levels, jnp.ones(3), jnp.zeros(3), zeros, **settings,
-        episodes=jnp.array([1, 2, 3], jnp.int32), successes=jnp.array([0, 1, 3], jnp.int32),
+        successes=jnp.array([0.0, 1.0, 3.0]), failures=jnp.array([1.0, 1.5, 0.0]),
     )  # fmt: skip
     np.testing.assert_array_equal(slots, [0, 1, 2])
     history = lb.slot_history(buffer, jnp.array([2, -1, 1]))
-    np.testing.assert_array_equal(history.episodes, [3, 0, 2])
-    np.testing.assert_array_equal(history.successes, [3, 0, 1])
+    np.testing.assert_array_equal(history.successes, [3.0, 0.0, 1.0])
+    np.testing.assert_array_equal(history.failures, [0.0, 0.0, 1.5])
     buffer, _ = lb.insert_many(
         buffer, jax.tree.map(lambda x: x[1:2], levels), jnp.ones(1), jnp.zeros(1), zeros[:1], **settings,
-        episodes=jnp.array([5], jnp.int32), successes=jnp.array([4], jnp.int32),
+        successes=jnp.array([4.0]), failures=jnp.array([0.25]),
     )  # fmt: skip
-    np.testing.assert_array_equal(buffer.episodes, [1, 5, 3, 0])
-    np.testing.assert_array_equal(buffer.successes, [0, 4, 3, 0])
+    np.testing.assert_array_equal(buffer.successes, [0.0, 4.0, 3.0, 0.0])
+    np.testing.assert_array_equal(buffer.failures, [1.0, 0.25, 0.0, 0.0])

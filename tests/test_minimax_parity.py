@@ -243,7 +243,7 @@ def test_plr_level_scores_match():
     before = level_buffer.LevelHistory(stored, no_counts, no_counts)
 
     def level_scores(score_function, running_max):  # these scores read neither the levels nor the episode limit
-        return plr.level_scores(transitions, advantages, None, before, score_function, running_max, None)
+        return plr.level_scores(transitions, advantages, None, before, score_function, running_max, 1.0, None)
 
     for score_function, expected in (("max_mc", "max_mc"), ("pvl", "pvl"), ("l1_value_loss", "l1_value_loss")):
         for running_max in (False, True):  # the score is the same; only what the slot keeps differs

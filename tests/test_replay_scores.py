@@ -1,12 +1,16 @@
 """Every replay script trains with the scores that need a level's history or its layout: learnability from the
-outcome counts its buffer slot accumulates over every play, and exact regret from the optimal return. After a
-chunk of tiny updates each filled slot's score is what its definition says of that slot."""
+outcome counts its buffer slot keeps over its plays (earlier plays decayed), and exact regret from the optimal
+return. After a chunk of tiny updates each filled slot's score is what its definition says of that slot."""
+
+from typing import NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from algos import accel, accel_parallel, plr, plr_parallel
+from common import level_buffer
 from common.config import with_flags
 from envs.levels import optimal_return
 
@@ -47,15 +51,41 @@ def test_buffer_scores_follow_their_definition(module, score_function, tmp_path)
     buffer = jax.device_get(jax.tree.map(lambda x: x[0], runner.buffer))
     filled = np.flatnonzero(buffer.filled)
     assert len(filled) >= 4
-    scores, episodes, successes = buffer.scores[filled], buffer.episodes[filled], buffer.successes[filled]
-    assert (episodes >= 1).all() and (successes <= episodes).all(), "only levels with a finished episode enter"
+    scores, successes, failures = buffer.scores[filled], buffer.successes[filled], buffer.failures[filled]
+    assert (successes + failures > 0).all(), "only levels with a finished episode enter"
     if score_function == "learnability":
-        p = successes / episodes
+        p = successes / (successes + failures)
         np.testing.assert_allclose(scores, p * (1 - p), atol=1e-6)
-        assert (episodes > 4).any(), "replayed levels add their episodes to the slot's"
     else:
         levels = jax.tree.map(lambda x: x[filled], buffer.levels)
         optimal = np.asarray(jax.vmap(optimal_return, (0, None))(levels, TINY["max_steps"]))
         # Exactly never negative; the optimal return computed here may round 1 ulp apart from the script's.
         assert (scores >= 0.0).all() and (scores <= optimal + 1e-6).all(), "0 <= regret <= optimal return"
         assert (optimal > 0).any()
+
+
+class Rollout(NamedTuple):
+    reward: jax.Array  # [T, B]
+    done: jax.Array
+    value: jax.Array
+
+
+@pytest.mark.parametrize("module", [plr, accel, plr_parallel, accel_parallel], ids=lambda m: m.__name__.split(".")[-1])
+@pytest.mark.parametrize("decay", [1.0, 0.5, 0.0])
+def test_learnability_adds_this_play_to_the_slots_decayed_counts(module, decay):
+    # Two envs over 6 steps: env 0 finishes a success and a time-out, env 1 one success (its last step runs on).
+    done = np.array([[0, 0], [1, 0], [0, 1], [0, 0], [1, 0], [0, 0]], bool)
+    reward = np.where(done & np.array([[1, 1], [1, 1], [1, 1], [0, 0], [0, 0], [0, 0]], bool), 0.9, 0.0)
+    rollout = Rollout(jnp.asarray(reward, jnp.float32), jnp.asarray(done), jnp.zeros((6, 2)))
+    before = level_buffer.LevelHistory(
+        max_return=jnp.zeros(2), successes=jnp.array([3.0, 0.0]), failures=jnp.array([1.0, 2.5])
+    )
+    scores, history = module.level_scores(
+        rollout, jnp.zeros((6, 2)), None, before, "learnability", True, decay, max_steps=8
+    )
+    successes = np.float32([3.0 * decay + 1, 0.0 * decay + 1])
+    failures = np.float32([1.0 * decay + 1, 2.5 * decay + 0])
+    np.testing.assert_array_equal(history.successes, successes)
+    np.testing.assert_array_equal(history.failures, failures)
+    total = successes + failures
+    np.testing.assert_array_equal(scores, successes * failures / (total * total))

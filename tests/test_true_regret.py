@@ -142,11 +142,11 @@ def test_true_regret_on_a_recorded_rollout():
 def test_learnability_counts_every_finished_episode():
     rewards = jnp.array([0.0, 0.9, 0.0, 0.0, 0.0, 0.8, 0.0])
     dones = jnp.array([False, True, False, False, True, True, False])
-    episodes, successes = ued_scores.outcome_counts(rewards, dones)
-    assert (int(episodes), int(successes)) == (3, 2)
-    assert float(ued_scores.learnability(episodes, successes)) == pytest.approx(2 / 9)
-    assert float(ued_scores.learnability(jnp.int32(0), jnp.int32(0))) == 0.0
-    assert float(ued_scores.learnability(episodes + 1, successes)) == pytest.approx(0.25)
+    successes, failures = ued_scores.outcome_counts(rewards, dones)
+    assert (float(successes), float(failures)) == (2.0, 1.0)
+    assert float(ued_scores.learnability(successes, failures)) == pytest.approx(2 / 9)
+    assert float(ued_scores.learnability(0.0, 0.0)) == 0.0
+    assert float(ued_scores.learnability(successes, failures + 1)) == pytest.approx(0.25)
 
 
 def play_actions(levels, actions, max_steps: int):
@@ -195,7 +195,12 @@ def test_regret_is_exactly_zero_on_optimal_play_and_never_negative():
 def test_learnability_is_symmetric_in_successes_and_failures():
     episodes = np.repeat(np.arange(1, 80), np.arange(2, 81))
     successes = np.concatenate([np.arange(count + 1) for count in range(1, 80)])
-    score = np.asarray(ued_scores.learnability(jnp.asarray(episodes), jnp.asarray(successes)))
-    mirrored = np.asarray(ued_scores.learnability(jnp.asarray(episodes), jnp.asarray(episodes - successes)))
-    np.testing.assert_array_equal(score, mirrored)
-    np.testing.assert_allclose(score, successes / episodes * (1 - successes / episodes), rtol=1e-6)
+    failures = episodes - successes
+    decay = np.random.default_rng(0).choice([1.0, 0.9, 0.5, 0.37], len(episodes))  # decayed counts: not integers
+    for s, f in ((successes, failures), (successes * decay, failures * decay + successes * (1 - decay) ** 3)):
+        s, f = s.astype(np.float32), f.astype(np.float32)
+        score = np.asarray(ued_scores.learnability(jnp.asarray(s), jnp.asarray(f)))
+        mirrored = np.asarray(ued_scores.learnability(jnp.asarray(f), jnp.asarray(s)))
+        np.testing.assert_array_equal(score, mirrored)
+        p = s.astype(np.float64) / (s.astype(np.float64) + f)
+        np.testing.assert_allclose(score, p * (1 - p), rtol=1e-5, atol=1e-7)

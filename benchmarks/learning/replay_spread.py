@@ -15,8 +15,8 @@ replay distribution, `sample_replay`), so the same file measures an earlier comm
 With --lag-levels N, the end of the run also measures how far the outcome counts a slot accumulates over every
 play lag behind the policy as it is now: N filled slots are played --lag-attempts times each with the final policy
 (first episode of each attempt, as held-out evaluation counts), and their success rate now is set against the
-stored one (successes / episodes, learnability's p); a second fresh estimate of the same policy, set against the
-first, shows how much of the difference sampling alone makes.
+stored one (successes / (successes + failures), learnability's p); a second fresh estimate of the same policy,
+set against the first, shows how much of the difference sampling alone makes.
 
     python benchmarks/learning/replay_spread.py --algo plr --score-function learnability --total-updates 400 \
         --lag-levels 500
@@ -62,6 +62,8 @@ class Args:
     """Walls per training level."""
     lstm_size: int = 256
     """LSTM units of the student."""
+    learnability_decay: float = 1.0
+    """The script's --learnability-decay (1: every play counts alike)."""
     seed: int = 0
     """Random seed."""
     lag_levels: int = 0
@@ -96,7 +98,8 @@ def outcome_lag(module, config, functions, runner, args: Args) -> dict:
     against each other give the ceiling: how far apart two estimates of the same policy land from sampling alone."""
     buffer = jax.device_get(jax.tree.map(lambda x: x[0], runner.buffer))
     slots = np.flatnonzero(buffer.filled)[: args.lag_levels]
-    stored = buffer.successes[slots] / np.maximum(buffer.episodes[slots], 1)
+    counted = buffer.successes[slots] + buffer.failures[slots]
+    stored = buffer.successes[slots] / np.maximum(counted, 1e-30)
     levels = jax.tree.map(lambda x: np.repeat(x[slots], args.lag_attempts, axis=0), buffer.levels)
     params = jax.tree.map(lambda x: x[0], functions.policies["student"](runner))
     carry = module.initial_carry(len(slots) * args.lag_attempts, config.ppo.lstm_size)
@@ -116,7 +119,7 @@ def outcome_lag(module, config, functions, runner, args: Args) -> dict:
     return {
         "lag_levels": len(slots),
         "lag_attempts": args.lag_attempts,
-        "mean_episodes_counted": float(buffer.episodes[slots].mean()),
+        "mean_episodes_counted": float(counted.mean()),
         "p_stored_mean": float(stored.mean()),
         "p_now_mean": float(now.mean()),
         "stored_vs_now": estimate_agreement(stored, now),
@@ -147,6 +150,7 @@ def main(args: Args) -> None:
         maze_size=args.maze_size,
         n_walls=args.n_walls,
         lstm_size=args.lstm_size,
+        learnability_decay=args.learnability_decay,
         total_updates=args.total_updates,
         log_interval=args.log_interval,
         seed=args.seed,

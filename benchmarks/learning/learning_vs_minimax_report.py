@@ -7,6 +7,7 @@ report.md, report.jsonl, curriculum.jsonl and solve_rate.png.
 import csv
 import json
 import math
+import textwrap
 from pathlib import Path
 from typing import NamedTuple
 
@@ -357,7 +358,7 @@ def plot_curves(args: Args, evaluations: list[dict], path: Path) -> None:
 
     rows = (None, *args.heldout_mazes)
     figure, axes = plt.subplots(
-        len(rows), len(args.methods), figsize=(4 * len(args.methods), 2.9 * len(rows)), squeeze=False
+        len(rows), len(args.methods), figsize=(max(4 * len(args.methods), 7), 2.9 * len(rows)), squeeze=False
     )
     for row, maze in enumerate(rows):
         for axis, method in zip(axes[row], args.methods, strict=True):
@@ -382,11 +383,12 @@ def plot_curves(args: Args, evaluations: list[dict], path: Path) -> None:
         axes[row][0].set_ylabel("solve rate")
     for axis in axes[-1]:
         axis.set_xlabel("rollouts")
-    figure.suptitle(
-        f"Solve rate on {args.train_levels} fresh training levels and {args.heldout_episodes} episodes per held-out "
-        f"maze: mean and 95% bootstrap band over seeds\n{args.describe()}",
-        fontsize=9,
+    title = (
+        f"Solve rate, mean and 95% bootstrap band over seeds: {args.train_levels} fresh training levels, "
+        f"{args.heldout_episodes} episodes per held-out maze. {args.describe()}"
     )
+    width = figure.get_figwidth()
+    figure.suptitle(textwrap.fill(title, int(width * 15)), fontsize=8)  # about 15 characters an inch at 8 points
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)

@@ -18,6 +18,15 @@ keeps it where the seed replayed. Diff against: algos/plr.py.
     python algos/accel.py --num-seeds 2 --run-name accel_demo
 """
 
+import os
+import signal
+
+# SCAFFOLDING: Ctrl+C while the libraries below load (a few seconds) ends the script at once and quietly (nothing
+# is written yet; an exception raised inside a native module's import can abort the interpreter); the driver
+# installs its own handler before it writes anything.
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+
 import functools
 import operator
 import sys
@@ -38,8 +47,8 @@ from tyro.conf import OmitArgPrefixes
 # SCAFFOLDING: put the repo root on sys.path so `python algos/accel.py` can import envs and common.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import driver, level_buffer, ued_scores  # noqa: E402
-from common.config import (  # noqa: E402
+from common import driver, level_buffer, ued_scores
+from common.config import (
     AT_LEAST_ONE,
     FRACTION,
     NON_NEGATIVE,
@@ -51,11 +60,11 @@ from common.config import (  # noqa: E402
     range_problems,
     run_problems,
 )
-from common.contract import FINITE_METRIC, BatchedOverSeeds, all_finite, over_seeds  # noqa: E402
-from common.devices import make_placement, scan_unroll  # noqa: E402
-from common.heldout_eval import heldout_evaluator  # noqa: E402
-from envs.levels import mutate_level, optimal_steps, sample_dr_level, shortest_path_length, wall_count  # noqa: E402
-from envs.maze import NUM_ACTIONS, EnvParams, Level, Observation, reset_to_level, step_and_restart  # noqa: E402
+from common.contract import FINITE_METRIC, BatchedOverSeeds, all_finite, over_seeds
+from common.devices import make_placement, scan_unroll
+from common.heldout_eval import heldout_evaluator
+from envs.levels import mutate_level, optimal_steps, sample_dr_level, shortest_path_length, wall_count
+from envs.maze import NUM_ACTIONS, EnvParams, Level, Observation, reset_to_level, step_and_restart
 
 
 @dataclass(frozen=True)

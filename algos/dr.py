@@ -12,6 +12,15 @@ Deviation from minimax, on purpose: the LSTM carry starts at zero with each upda
     python algos/dr.py --num-seeds 2 --run-name dr_demo
 """
 
+import os
+import signal
+
+# SCAFFOLDING: Ctrl+C while the libraries below load (a few seconds) ends the script at once and quietly (nothing
+# is written yet; an exception raised inside a native module's import can abort the interpreter); the driver
+# installs its own handler before it writes anything.
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+
 import functools
 import operator
 import sys
@@ -32,8 +41,8 @@ from tyro.conf import OmitArgPrefixes
 # SCAFFOLDING: put the repo root on sys.path so `python algos/dr.py` can import envs and common.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import driver  # noqa: E402
-from common.config import (  # noqa: E402
+from common import driver
+from common.config import (
     AT_LEAST_ONE,
     FRACTION,
     NON_NEGATIVE,
@@ -46,11 +55,11 @@ from common.config import (  # noqa: E402
     run_problems,
     unset_means,
 )
-from common.contract import FINITE_METRIC, BatchedOverSeeds, all_finite, over_seeds  # noqa: E402
-from common.devices import make_placement, scan_unroll  # noqa: E402
-from common.heldout_eval import heldout_evaluator  # noqa: E402
-from envs.levels import sample_dr_level, shortest_path_length, wall_count  # noqa: E402
-from envs.maze import (  # noqa: E402
+from common.contract import FINITE_METRIC, BatchedOverSeeds, all_finite, over_seeds
+from common.devices import make_placement, scan_unroll
+from common.heldout_eval import heldout_evaluator
+from envs.levels import sample_dr_level, shortest_path_length, wall_count
+from envs.maze import (
     NUM_ACTIONS,
     EnvParams,
     FreshLevelsState,

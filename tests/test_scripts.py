@@ -9,8 +9,10 @@ import functools
 import importlib
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 import types
 import typing
 from pathlib import Path
@@ -195,3 +197,39 @@ def test_group_titles_and_descriptions_are_true_for_the_script(script):
     assert set(references) <= set(methods_table_columns())
     assert set(re.findall(r"docs/methods\.md#([\w-]+)", described)) <= methods_anchors()
     assert references or "docs/methods.md#" in described, "the PPO group says where its defaults come from"
+
+
+@pytest.mark.parametrize("delay", [0.3, 0.8])
+def test_ctrl_c_while_the_libraries_load_ends_quietly(delay):
+    """A Ctrl+C in the first seconds, before the driver's handler exists, used to print Python's traceback from
+    deep inside an import (nothing is written by then). The window left is the interpreter's own start-up."""
+    process = subprocess.Popen(
+        [sys.executable, str(REPO_ROOT / "algos" / "dr.py"), "--help"],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(delay)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode in (0, 130), (process.returncode, stderr[-2000:])  # 0: --help finished first
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-2000:]
+
+
+def test_every_script_quiets_ctrl_c_before_loading_its_libraries():
+    for script in SCRIPTS:
+        tree = ast.parse(script.read_text())
+        first_library = next(
+            index
+            for index, node in enumerate(tree.body)
+            if isinstance(node, ast.Import | ast.ImportFrom) and not {"os", "signal"} >= imported_names(node)
+        )
+        guards = [ast.unparse(node) for node in tree.body[:first_library] if isinstance(node, ast.If)]
+        assert any("signal.SIGINT" in guard and "os._exit(130)" in guard for guard in guards), script.name
+
+
+def imported_names(node: ast.Import | ast.ImportFrom) -> set[str]:
+    if isinstance(node, ast.ImportFrom):
+        return {node.module or ""}
+    return {alias.name for alias in node.names}

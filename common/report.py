@@ -31,7 +31,7 @@ Writes to --out:
   improvement.csv  method_x, method_y, probability, ci_low, ci_high: P(X > Y), the chance that a seed of X
                 beats a seed of Y on a maze (ties count half), averaged over mazes, stratified bootstrap interval
   risk.csv      method, the risk evaluation's configuration, alpha, n_seeds, mean, ci_low, ci_high
-  curves.png, mazes.png, aggregates.png, risk.png
+  curves.png, mazes.png, aggregates.png, risk.png (mazes.png and aggregates.png name each method's evaluated update)
 A file that is not written (improvement.csv with one method, risk.csv and risk.png without a risk evaluation) is
 named in a printed line that says why.
 """
@@ -596,7 +596,8 @@ def figures(out: Path, methods: list[Method], rows: list[dict], confidence: floa
     for index, method in enumerate(methods):
         cells = [by_key[method.name, maze] for maze in mazes]
         positions = np.arange(len(mazes)) + (index - (len(methods) - 1) / 2) * width
-        axis.bar(positions, [c["mean"] for c in cells], width, label=f"{method.name} ({cells[0]['n_seeds']} seeds)")
+        label = f"{method.name} ({cells[0]['n_seeds']} seeds, update {evaluated_updates(method)})"
+        axis.bar(positions, [c["mean"] for c in cells], width, label=label)
         for position, c in zip(positions, cells, strict=True):
             if c["ci_low"] is not None:
                 whiskers = [[c["mean"] - c["ci_low"]], [c["ci_high"] - c["mean"]]]
@@ -615,7 +616,10 @@ def figures(out: Path, methods: list[Method], rows: list[dict], confidence: floa
             axis.errorbar(row["mean"], index, xerr=error, fmt="o", capsize=4)
         axis.set(title=f"{aggregate} across mazes", xlabel="solve rate", xlim=(0, 1), yticks=range(len(methods)))
         axis.set_yticklabels(
-            [f"{method.name} ({by_key[method.name, aggregate]['n_seeds']} seeds)" for method in methods]
+            [
+                f"{method.name} ({by_key[method.name, aggregate]['n_seeds']} seeds, update {evaluated_updates(method)})"
+                for method in methods
+            ]
         )
     axes[0].set_ylabel("method")
     figure.suptitle(

@@ -419,11 +419,12 @@ def test_held_out_curves_show_only_the_evaluated_updates_with_markers(tmp_path, 
 
 
 @pytest.mark.parametrize("pooled", [False, True], ids=["methods_differ", "one_method_pools_two_updates"])
-def test_the_evaluated_update_is_shown_and_a_mix_is_flagged(tmp_path, capsys, pooled):
+def test_the_evaluated_update_is_shown_and_a_mix_is_flagged(tmp_path, capsys, monkeypatch, pooled):
     late = run_folder(tmp_path, "late", "algos/accel.py", A, update=1100)
     early = run_folder(tmp_path, "early", "algos/accel.py" if pooled else "algos/dr.py", A, update=1000)
     other = run_folder(tmp_path, "other", "algos/plr.py", B, update=1000)
     out = tmp_path / "out"
+    saved = keep_figures(monkeypatch)
     main(args_for(late, early, other, out=out, resamples=200))
     captured = capsys.readouterr()
     rows = {(row["method"], row["maze"]): row["update"] for row in csv.DictReader(open(out / "summary.csv"))}
@@ -436,6 +437,11 @@ def test_the_evaluated_update_is_shown_and_a_mix_is_flagged(tmp_path, capsys, po
     assert table in captured.out
     (warning,) = captured.err.splitlines()
     assert warning.startswith("warning: the runs were not evaluated at one update") and runs_at in warning
+    legend = [text.get_text() for text in saved["mazes.png"].axes[0].get_legend().get_texts()]
+    assert any(label.startswith("accel (") and f"update {accel})" in label for label in legend), legend
+    assert any(label.startswith("plr (") and label.endswith("update 1000)") for label in legend), legend
+    ticks = [tick.get_text() for tick in saved["aggregates.png"].axes[0].get_yticklabels()]  # shared by both
+    assert any(f"update {accel})" in tick for tick in ticks) and any("update 1000)" in tick for tick in ticks), ticks
 
 
 def test_runs_evaluated_at_one_update_are_not_flagged(tmp_path, capsys):
@@ -450,9 +456,8 @@ def test_runs_evaluated_at_one_update_are_not_flagged(tmp_path, capsys):
 
 
 def test_help_names_the_module_and_says_what_it_does():
-    repo_root = Path(__file__).resolve().parents[1]
     result = subprocess.run(
-        [sys.executable, "-m", "common.report", "--help"], cwd=repo_root, capture_output=True, text=True
+        [sys.executable, "-m", "common.report", "--help"], cwd=REPO_ROOT, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("usage: python -m common.report "), result.stdout[:200]

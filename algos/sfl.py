@@ -446,7 +446,7 @@ def learnability(completed: jax.Array, successes: jax.Array, counted: int) -> tu
     """(p (1 - p), p) per level from its completed episodes and successes among the first `counted` of them. A
     level that completed no episode would have p = 0 (learnability 0, never kept) where the authors' code divides
     by zero (NaN, which their argsort ranks first); it cannot occur, since --score-steps is at least --max-steps.
-    p (1 - p) comes from the integer counts (`common.ued_scores.learnability`), so mirrored success rates tie."""
+    p (1 - p) comes from the success and failure counts (`common.ued_scores.learnability`): mirrored rates tie."""
     counted_episodes = jnp.minimum(completed, counted)
     return (
         ued_scores.learnability(successes, counted_episodes - successes),

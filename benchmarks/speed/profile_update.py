@@ -168,7 +168,7 @@ def replay_phases(module, config, args: Args, buffer: level_buffer.LevelBuffer, 
     )
 
     levels = jax.vmap(sample_level)(jax.random.split(jax.random.key(0), args.num_envs))
-    no_history = level_buffer.LevelHistory(zeros, zeros.astype(jnp.int32), zeros.astype(jnp.int32))
+    no_history = level_buffer.LevelHistory(zeros, zeros, zeros)
 
     def scores(total, rng):
         return touch(
@@ -180,6 +180,7 @@ def replay_phases(module, config, args: Args, buffer: level_buffer.LevelBuffer, 
                 no_history,
                 config.score_function,
                 config.maxmc_running_max,
+                config.learnability_decay,
                 config.env.max_steps,
             ),
         )

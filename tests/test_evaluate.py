@@ -194,10 +194,15 @@ def test_results_never_land_in_a_folder_whose_run_changed(tmp_path, zero_run, mo
     assert not any((run_dir / "eval").glob("*")), "nothing written into the folder"
 
 
-def test_help_names_the_module_and_says_what_it_does():
-    result = subprocess.run(
-        [sys.executable, "-m", "common.evaluate", "--help"], cwd=REPO_ROOT, capture_output=True, text=True
-    )
+@pytest.mark.parametrize(
+    ("module", "opening"),
+    [
+        ("common.evaluate", "Evaluate a run folder (every seed) on named held-out mazes"),
+        ("common.report", "From run folders to the papers' tables and figures"),
+    ],
+)
+def test_help_names_the_module_and_says_what_it_does(module, opening):
+    result = subprocess.run([sys.executable, "-m", module, "--help"], cwd=REPO_ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("usage: python -m common.evaluate "), result.stdout[:200]
-    assert "Evaluate a run folder (every seed) on named held-out mazes" in result.stdout
+    assert result.stdout.startswith(f"usage: python -m {module} "), result.stdout[:200]
+    assert opening in result.stdout

@@ -3,11 +3,13 @@ data: reading minimax's logs, where a minimax run stops and which of its checkpo
 count, the curriculum windows on both sides, the flag mapping, the bootstrap intervals and the report table.
 Nothing here trains, evaluates or runs minimax."""
 
+import json
 import math
 from pathlib import Path
 
 import pytest
 
+from benchmarks.learning import learning_vs_minimax as harness
 from benchmarks.learning import learning_vs_minimax_config as config
 from benchmarks.learning import learning_vs_minimax_evaluate as evaluate
 from benchmarks.learning import learning_vs_minimax_outputs as outputs
@@ -227,3 +229,24 @@ def test_only_accel_archives_finer_than_the_evaluation_grid():
     command = run.minimax_command(args, "accel", 3, {"lr": 3e-4, "test_env_names": "Maze-SixteenRooms"})
     assert "--archive_interval=10" in command and "--seed=3" in command and "--n_total_updates=600" in command
     assert not any(flag.startswith("--test_env_names") for flag in command)  # None drops the shipped value
+
+
+def test_every_stage_refuses_an_out_trained_at_another_configuration(monkeypatch, tmp_path):
+    """A bare `--stage report` on an 11x11 --out would relabel it with the 7x7 defaults."""
+    shipped = {"discount": 0.995, "student_entropy_coef": 0.001, "lr_anneal_steps": 0, "maze_n_walls": 60}
+    monkeypatch.setattr(config, "minimax_shipped", lambda method, venv: shipped)
+    trained = config.Args(methods=("dr",), seeds=2, maze_size=11, n_walls=30, out=tmp_path)
+    settings = config.method_settings(trained)
+    run_dir = outputs.cleanued_run_dir(tmp_path, "dr")
+    run_dir.mkdir(parents=True)
+    used = {row["cleanued_flag"]: row["cleanued_used"] for row in settings["dr"]["table"] if row["kind"] != "fixed"}
+    saved = used | config.cleanued_run_settings(trained, "dr")
+    (run_dir / "config.json").write_text(json.dumps({"script": "algos/dr.py", "config": saved}, default=str))
+    run.check_existing_runs(trained, settings)  # the same configuration passes
+    defaults = config.Args(methods=("dr",), seeds=2, out=tmp_path, stage="report")
+    with pytest.raises(ConfigError, match="was trained with other settings .*maze_size: saved 11, now 7"):
+        harness.main(defaults)
+    assert not (tmp_path / "settings.json").exists(), "refused before anything in --out changed"
+    run_flags = config.cli_flags(config.cleanued_run_settings(trained, "dr"))
+    command = run.cleanued_command(trained, "dr", settings["dr"]["cleanued"])
+    assert command[2 : 2 + len(run_flags)] == run_flags  # the run flags the script's checks saw

@@ -453,12 +453,3 @@ def test_runs_evaluated_at_one_update_are_not_flagged(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "| evaluated at update | 1000 | 1000 |" in captured.out and "(!)" not in captured.out
     assert captured.err == ""
-
-
-def test_help_names_the_module_and_says_what_it_does():
-    result = subprocess.run(
-        [sys.executable, "-m", "common.report", "--help"], cwd=REPO_ROOT, capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("usage: python -m common.report "), result.stdout[:200]
-    assert "From run folders to the papers' tables and figures" in result.stdout

@@ -97,8 +97,7 @@ def main(args: Args) -> None:
             "# run folders, checkpoints, converted parameters: large, rebuilt by the run stage\nruns/\nminimax/\n"
         )
     settings = method_settings(args)
-    if args.stage in ("run", "evaluate", "all"):
-        check_existing_runs(args, settings)  # before anything in --out changes
+    check_existing_runs(args, settings)  # before anything in --out changes, whatever the stage
     checkpoints.write_atomic(args.out / "settings.json", (json.dumps(settings, indent=1, default=str) + "\n").encode())
     for method, entry in settings.items():
         for row in entry["table"]:

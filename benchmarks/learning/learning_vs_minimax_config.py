@@ -303,6 +303,22 @@ def method_overrides(method: str, args: Args) -> dict:
     return {"accel": {"maze_n_walls": 0}, "paired": {"maze_ued_n_walls": args.n_walls}}.get(method, {})
 
 
+def cleanued_run_settings(args: Args, method: str) -> dict:
+    """cleanued's run flags for `method`, {field: value}: its folder under --out, seeds, length and intervals."""
+    return {
+        "runs_dir": args.out / "runs",
+        "run_name": f"cleanued_{method}",
+        "num_seeds": args.seeds,
+        "seed": 0,
+        "total_updates": args.rollouts,
+        "log_interval": LOG_INTERVAL,
+        "eval_interval": 0,
+        "screenshot_interval": 0,
+        "checkpoint_interval": args.checkpoint_every,
+        "archive_interval": args.checkpoint_every,
+    }
+
+
 def minimax_shipped(method: str, venv: Path) -> dict:
     """minimax's shipped maze config for `method`, {flag: value}, read as a file from its venv."""
     found = sorted(venv.glob(f"lib/python*/site-packages/minimax/config/configs/maze/{method}.json"))
@@ -391,8 +407,8 @@ def method_settings(args: Args) -> dict:
         minimax = minimax_settings(method, shipped, args)
         cleanued = cleanued_settings(method, minimax, args.match_deviations)
         script_defaults = load_script(f"algos/{method}.py").Config()
-        try:  # the script's own checks, before anything trains
-            with_flags(script_defaults, **cleanued, num_seeds=args.seeds, total_updates=args.rollouts)
+        try:  # the script's own checks on the flags its run gets, before anything trains
+            with_flags(script_defaults, **cleanued, **cleanued_run_settings(args, method))
         except ConfigError as error:
             raise ConfigError(f"algos/{method}.py at this configuration: {error}") from None
         defaults = flags_of(script_defaults)

@@ -14,7 +14,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.learning.learning_vs_minimax_config import LOG_INTERVAL, REPO_ROOT, Args, cli_flags, same
+from benchmarks.learning.learning_vs_minimax_config import (
+    LOG_INTERVAL,
+    REPO_ROOT,
+    Args,
+    cleanued_run_settings,
+    cli_flags,
+    same,
+)
 from benchmarks.learning.learning_vs_minimax_outputs import (
     append_jsonl,
     cleanued_done,
@@ -34,18 +41,7 @@ from common.errors import ConfigError
 
 
 def cleanued_command(args: Args, method: str, settings: dict) -> list[str]:
-    run = {
-        "runs_dir": args.out / "runs",
-        "run_name": f"cleanued_{method}",
-        "num_seeds": args.seeds,
-        "seed": 0,
-        "total_updates": args.rollouts,
-        "log_interval": LOG_INTERVAL,
-        "eval_interval": 0,
-        "screenshot_interval": 0,
-        "checkpoint_interval": args.checkpoint_every,
-        "archive_interval": args.checkpoint_every,
-    }
+    run = cleanued_run_settings(args, method)
     return [sys.executable, f"algos/{method}.py", *cli_flags(run), *cli_flags(settings)]
 
 

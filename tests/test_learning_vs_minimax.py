@@ -203,12 +203,14 @@ def test_the_summary_table_reports_both_sides_and_flags_disjoint_intervals():
     over = by_metric["SixteenRooms solve rate, mean over checkpoints 10-20"]
     assert over["cleanued"]["per_seed"] == pytest.approx([0.7, 0.725, 0.75])  # (rate + 0.5) / 2
     assert over["minimax"]["per_seed"] == pytest.approx([0.25, 0.3])  # seed 2 lacks the checkpoint at 10
-    table = report.markdown_summary(records)
+    table = report.markdown_summary(records, args.seeds)
     assert (
         "| DR | training-distribution solve rate | 0.950 [0.900, 1.000] | 0.150 [0.100, 0.200] | **no** | 0.10 |"
         in table
     )
     assert "| DR | student gradient updates | 20 (20-20) | 20 (20-20) | - | - |" in table
+    over_row = next(line for line in table.splitlines() if "mean over checkpoints" in line)
+    assert "| 0.725 [0.700, 0.750] | 0.275 [0.250, 0.300] (2 of 3 seeds) |" in over_row
     assert report.curve_points(evaluations, "dr", "minimax") == {10: [0.0, 0.0, 0.0], 20: [0.1, 0.15, 0.2]}
     assert report.curve_points(evaluations, "dr", "minimax", "SixteenRooms") == {10: [0.0, 0.1], 20: [0.5] * 3}
     assert report.mann_whitney_p([0.5], [0.1, 0.2]) is None  # one seed: no test

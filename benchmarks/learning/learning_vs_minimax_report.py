@@ -295,7 +295,9 @@ def summary_records(
 METHOD_NAMES = {"dr": "DR", "plr": "Robust PLR", "accel": "ACCEL", "paired": "PAIRED"}
 
 
-def markdown_summary(records: list[dict]) -> str:
+def markdown_summary(records: list[dict], seeds: int) -> str:
+    """The summary table; a cell averaged over fewer than `seeds` seeds (a seed without every evaluated
+    checkpoint) says how many it has."""
     lines = [
         "| method | metric | cleanued | minimax | intervals overlap | Mann-Whitney p |",
         "|---|---|---|---|---|---|",
@@ -308,7 +310,8 @@ def markdown_summary(records: list[dict]) -> str:
             if counts:
                 cells.append(f"{mean:.0f} ({min(values):.0f}-{max(values):.0f})" if values else "-")
             else:
-                cells.append(describe(mean, record[side]["interval"]))
+                missing = f" ({len(values)} of {seeds} seeds)" if values and len(values) < seeds else ""
+                cells.append(describe(mean, record[side]["interval"]) + missing)
         verdict = {True: "yes", False: "**no**", None: "-"}[None if counts else record["overlap"]]
         p_value = record["mann_whitney_p"]
         p_cell = "-" if counts or p_value is None else f"{p_value:.2f}"
@@ -485,7 +488,7 @@ def report_stage(args: Args, settings: dict) -> str:
         f"length, first per seed averaged over the checkpoints from {args.heldout_start} rollouts on (the primary "
         "figure: one checkpoint's held-out rate swings widely), then at the final checkpoint. The last rows are "
         "counts (mean and range) and each side's own logged return, which the two libraries define differently.",
-        markdown_summary(summaries),
+        markdown_summary(summaries, args.seeds),
         f"![training-distribution and held-out solve rates]({figure.name})",
         f"## Curriculum (windows of {args.window} rollouts; the column is the window's last rollout)",
         "Means over seeds. cleanued: logs.csv rows (means over 10 updates), level columns weighted by the share "

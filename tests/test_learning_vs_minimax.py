@@ -148,8 +148,23 @@ def test_the_scripts_own_checks_refuse_a_configuration_before_anything_trains(mo
     monkeypatch.setattr(config, "minimax_shipped", lambda method, venv: shipped)
     settings = config.method_settings(config.Args(methods=("dr",), maze_size=9, n_walls=10, out=tmp_path))
     assert settings["dr"]["cleanued"]["maze_size"] == 9
-    with pytest.raises(ConfigError, match=r"algos/dr.py at this configuration: --n-walls \(30\) must leave two cells"):
-        config.method_settings(config.Args(methods=("dr",), maze_size=5, n_walls=30, out=tmp_path))
+    long_name = tmp_path / ("x" * 300)
+    with pytest.raises(ConfigError, match=r"algos/dr.py at this configuration: --runs-dir has a 300-byte name"):
+        config.method_settings(config.Args(methods=("dr",), out=long_name))
+
+
+def test_bad_harness_flags_are_refused_with_one_line():
+    """ACCEL alone trains from empty mazes, so only the harness sees the walls its evaluation levels get."""
+    with pytest.raises(ConfigError, match=r"--n-walls \(30\) must leave two cells free .* at most 23 in a 5x5 maze"):
+        config.Args(methods=("accel",), maze_size=5, n_walls=30)
+    with pytest.raises(ConfigError, match="--methods dr plr dr: a method twice"):
+        config.Args(methods=("dr", "plr", "dr"))
+    with pytest.raises(ConfigError, match="--heldout-mazes SixteenRooms SixteenRooms: a maze twice"):
+        config.Args(heldout_mazes=("SixteenRooms", "SixteenRooms"))
+    with pytest.raises(ConfigError, match=r"--accel-archive-ticks \(50\) must be under half of --checkpoint-every"):
+        config.Args(methods=("accel",), accel_archive_ticks=50, checkpoint_every=100)
+    config.Args(methods=("dr",), accel_archive_ticks=50, checkpoint_every=100)  # only ACCEL archives at that grain
+    config.Args(methods=("accel",), accel_archive_ticks=49, checkpoint_every=100)
 
 
 def test_held_out_mazes_are_evaluated_from_heldout_from_on_the_grid():
@@ -160,7 +175,9 @@ def test_held_out_mazes_are_evaluated_from_heldout_from_on_the_grid():
     assert [kind for kind, *_ in needed[300]] == ["train_levels", "heldout", "heldout", "heldout"]
     assert needed[600][1] == ("heldout", "SixteenRooms", 200)
     assert config.Args(rollouts=600, checkpoint_every=100, heldout_from=450).heldout_start == 500  # up to the grid
-    assert config.Args(rollouts=50, checkpoint_every=10).heldout_start == 30  # 25 rounds up to the grid
+    assert (
+        config.Args(methods=("dr",), rollouts=50, checkpoint_every=10).heldout_start == 30
+    )  # 25 rounds up to the grid
     with pytest.raises(ConfigError, match=r"--heldout-from \(700\) must be between 1 and --rollouts \(600\)"):
         config.Args(rollouts=600, checkpoint_every=100, heldout_from=700)
 
@@ -216,6 +233,22 @@ def test_the_summary_table_reports_both_sides_and_flags_disjoint_intervals():
     assert report.mann_whitney_p([0.5], [0.1, 0.2]) is None  # one seed: no test
 
 
+def test_mann_whitney_is_exact_without_ties_and_the_final_rows_are_the_last_grid_point():
+    assert report.mann_whitney_p(list(range(12)), list(range(12, 24))) == pytest.approx(2 / math.comb(24, 12))
+    tied = report.mann_whitney_p([0.0, 0.0, 0.1], [0.0, 0.2, 0.3])
+    assert 0.2 < tied < 1.0  # the normal approximation: the exact distribution has no ties
+    args = config.Args(methods=("dr",), seeds=2, rollouts=20, checkpoint_every=10, heldout_mazes=("SixteenRooms",))
+    evaluations = [
+        {"side": side, "method": "dr", "seed": seed, "grid": grid, "final": True, "kind": "train_levels"}
+        | {"maze": None, "solve_rate": grid / 100, "return": 0.0}
+        for side in ("cleanued", "minimax")
+        for seed in range(2)
+        for grid in (20, 30)  # 30: the final checkpoint of an earlier, longer run in this --out
+    ]
+    records = report.summary_records(args, evaluations, {}, {}, {})
+    assert records[0]["cleanued"]["per_seed"] == [0.2, 0.2]
+
+
 def test_minimax_gets_only_the_environment_it_needs(monkeypatch):
     """minimax writes its whole environment into meta.json, which lands in the results folder."""
     monkeypatch.setenv("SOME_API_TOKEN", "secret")
@@ -249,6 +282,25 @@ def test_every_stage_refuses_an_out_trained_at_another_configuration(monkeypatch
     with pytest.raises(ConfigError, match="was trained with other settings .*maze_size: saved 11, now 7"):
         harness.main(defaults)
     assert not (tmp_path / "settings.json").exists(), "refused before anything in --out changed"
+    outputs.experiment_path(tmp_path).write_text(json.dumps(outputs.experiment_settings(trained)))
+    longer = config.Args(methods=("dr",), seeds=2, maze_size=11, n_walls=30, rollouts=1200, out=tmp_path)
+    with pytest.raises(ConfigError, match="holds another experiment .*rollouts: saved 600, now 1200"):
+        run.check_existing_runs(longer, settings)
     run_flags = config.cli_flags(config.cleanued_run_settings(trained, "dr"))
     command = run.cleanued_command(trained, "dr", settings["dr"]["cleanued"])
     assert command[2 : 2 + len(run_flags)] == run_flags  # the run flags the script's checks saw
+
+
+def test_a_report_needs_the_training_logs(monkeypatch, tmp_path):
+    """A kept results folder (evaluations and reports, no runs) is not reported again: the curriculum and the
+    counts would come out empty, and other flags would relabel it."""
+    monkeypatch.setattr(config, "minimax_shipped", lambda method, venv: {"lr_anneal_steps": 0})
+    (tmp_path / "evaluations.jsonl").write_text("")
+    args = config.Args(methods=("dr",), seeds=2, out=tmp_path, stage="report")
+    with pytest.raises(ConfigError, match="holds no training logs of dr: nothing to report from"):
+        harness.main(args)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["evaluations.jsonl"]
+    minimax_log = outputs.minimax_dir(tmp_path, "dr", 2) / "logs.csv"
+    minimax_log.parent.mkdir(parents=True)
+    minimax_log.write_text("# _tick,n_updates\n")
+    assert outputs.has_training_logs(args)

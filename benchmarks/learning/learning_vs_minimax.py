@@ -36,7 +36,8 @@ Stages (`--stage`, each resumable: it skips what is already done, so a long job 
     python benchmarks/learning/learning_vs_minimax.py --methods dr accel --seeds 6 --maze-size 11 --n-walls 30 \
         --max-steps 128 --out benchmarks/results/lvm_11x11   # a larger configuration, in its own --out
 
-Output under `--out`: `invocations.jsonl` (argv, device, versions of both stacks), `settings.json`,
+Output under `--out`: `experiment.json` (the settings that define its runs: a later invocation with others is
+refused), `invocations.jsonl` (argv, device, versions of both stacks), `settings.json`,
 `jobs.jsonl` (every training command exactly, with its environment, wall and CPU seconds), `logs/`,
 `runs/` (cleanued's run folders), `minimax/` (minimax's log dirs, checkpoints and converted parameters),
 `evaluations.jsonl`, and the report: `report.md`, `report.jsonl`, `curriculum.jsonl`,
@@ -67,7 +68,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.learning.learning_vs_minimax_config import REPO_ROOT, Args, method_settings  # noqa: E402
 from benchmarks.learning.learning_vs_minimax_evaluate import evaluate_stage  # noqa: E402
-from benchmarks.learning.learning_vs_minimax_outputs import append_jsonl  # noqa: E402
+from benchmarks.learning.learning_vs_minimax_outputs import (  # noqa: E402
+    append_jsonl,
+    experiment_path,
+    experiment_settings,
+)
 from benchmarks.learning.learning_vs_minimax_report import report_stage, settings_line  # noqa: E402
 from benchmarks.learning.learning_vs_minimax_run import check_existing_runs, job_environment, run_stage  # noqa: E402
 from common import checkpoint as checkpoints  # noqa: E402
@@ -90,14 +95,16 @@ def minimax_versions(venv: Path) -> dict:
 def main(args: Args) -> None:
     # Absolute paths: the training processes run in the repo root, whatever directory this was started from.
     args = dataclasses.replace(args, out=args.out.resolve(), minimax_venv=args.minimax_venv.absolute())
+    settings = method_settings(args)
+    check_existing_runs(args, settings)  # before anything in --out changes, whatever the stage
     args.out.mkdir(parents=True, exist_ok=True)
     ignore = args.out / ".gitignore"
     if not ignore.exists():
         ignore.write_text(
             "# run folders, checkpoints, converted parameters: large, rebuilt by the run stage\nruns/\nminimax/\n"
         )
-    settings = method_settings(args)
-    check_existing_runs(args, settings)  # before anything in --out changes, whatever the stage
+    experiment = json.dumps(experiment_settings(args), indent=1) + "\n"
+    checkpoints.write_atomic(experiment_path(args.out), experiment.encode())
     checkpoints.write_atomic(args.out / "settings.json", (json.dumps(settings, indent=1, default=str) + "\n").encode())
     for method, entry in settings.items():
         for row in entry["table"]:

@@ -252,6 +252,22 @@ class Args:
         raise_first(
             [
                 (not self.methods, "--methods: give at least one method"),
+                (len(set(self.methods)) < len(self.methods), f"--methods {' '.join(self.methods)}: a method twice"),
+                (
+                    len(set(self.heldout_mazes)) < len(self.heldout_mazes),
+                    f"--heldout-mazes {' '.join(self.heldout_mazes)}: a maze twice",
+                ),
+                (
+                    self.n_walls > self.maze_size**2 - 2,
+                    f"--n-walls ({self.n_walls}) must leave two cells free for the agent and the goal: at most "
+                    f"{self.maze_size**2 - 2} in a {self.maze_size}x{self.maze_size} maze",
+                ),
+                (
+                    "accel" in self.methods and 2 * self.accel_archive_ticks >= self.checkpoint_every,
+                    f"--accel-archive-ticks ({self.accel_archive_ticks}) must be under half of --checkpoint-every "
+                    f"({self.checkpoint_every}): an ACCEL tick plays one or two rollouts, so coarser archives can put "
+                    "two checkpoints of the grid on one archive",
+                ),
                 (
                     self.rollouts % self.checkpoint_every != 0,
                     f"--rollouts ({self.rollouts}) must be a multiple of --checkpoint-every ({self.checkpoint_every})",

@@ -11,6 +11,30 @@ from pathlib import Path
 from benchmarks.learning.learning_vs_minimax_config import Args
 from common import checkpoint as checkpoints
 
+EXPERIMENT_FIELDS = (
+    "seeds", "rollouts", "maze_size", "n_walls", "max_steps", "num_envs", "num_steps", "lstm_size", "match_deviations",
+    "checkpoint_every", "accel_archive_ticks",
+)  # fmt: skip
+
+
+def experiment_settings(args: Args) -> dict:
+    """What one --out's runs are: a later invocation with other values would mix two experiments. Methods may be
+    added; the evaluation's settings may change, since each evaluation record carries them and the report picks
+    the records of its own."""
+    return {field: getattr(args, field) for field in EXPERIMENT_FIELDS}
+
+
+def experiment_path(out: Path) -> Path:
+    return out / "experiment.json"
+
+
+def has_training_logs(args: Args) -> bool:
+    return any(
+        (cleanued_run_dir(args.out, method) / "logs.csv").is_file()
+        or any((minimax_dir(args.out, method, seed) / "logs.csv").is_file() for seed in range(1, args.seeds + 1))
+        for method in args.methods
+    )
+
 
 def cleanued_run_dir(out: Path, method: str) -> Path:
     return out / "runs" / f"cleanued_{method}"

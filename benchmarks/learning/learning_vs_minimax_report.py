@@ -219,12 +219,16 @@ def describe(mean: float | None, interval: tuple[float, float] | None, digits: i
 
 
 def mann_whitney_p(a, b) -> float | None:
-    """Two-sided Mann-Whitney U p-value of two sides' per-seed values (None with fewer than two seeds a side)."""
+    """Two-sided Mann-Whitney U p-value of two sides' per-seed values (None with fewer than two seeds a side):
+    exact when no two values tie, else the normal approximation with the tie correction, since the exact null
+    distribution assumes no ties (scipy's "auto" would approximate from 9 seeds a side even without ties)."""
     if len(a) < 2 or len(b) < 2:
         return None
     if len(set(a) | set(b)) == 1:  # every seed of both sides equal: nothing tells them apart
         return 1.0
-    return float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    ties = len(set(a) | set(b)) < len(a) + len(b)
+    method = "asymptotic" if ties else "exact"
+    return float(stats.mannwhitneyu(a, b, alternative="two-sided", method=method).pvalue)
 
 
 def final_rows(mazes: tuple[str, ...]) -> list[tuple[str, str, str | None, str]]:
@@ -258,7 +262,9 @@ def summary_records(
     records = []
     checkpoints = f"mean over checkpoints {args.heldout_start}-{args.rollouts}"
     for method in args.methods:
-        final = sorted((r for r in evaluations if r["method"] == method and r["final"]), key=lambda r: r["seed"])
+        final = sorted(
+            (r for r in evaluations if r["method"] == method and r["grid"] == args.rollouts), key=lambda r: r["seed"]
+        )
         sources = {
             label: {
                 side: [r[field] for r in final if r["side"] == side and r["kind"] == kind and r["maze"] == maze]
@@ -480,7 +486,8 @@ def report_stage(args: Args, settings: dict) -> str:
         + ", ".join(f"{k} {environment.get('minimax', {}).get(k)}" for k in ("device", "minimax-lib", "jax")),
         "## Solve rates",
         f"Mean over seeds [95% percentile bootstrap interval, {args.bootstrap_resamples} resamples] and the "
-        "two-sided Mann-Whitney U p-value of the per-seed values. Both sides' checkpoints are evaluated by "
+        "two-sided Mann-Whitney U p-value of the per-seed values (exact; where values tie, the normal approximation "
+        "with the tie correction). Both sides' checkpoints are evaluated by "
         "cleanued's evaluator (sampled actions, first episode): training-distribution rows at the final checkpoint "
         f"on {args.train_levels} fixed fresh {args.maze_size}x{args.maze_size} {args.n_walls}-wall DR levels "
         f"(solvable share {solvable if solvable is None else round(solvable, 3)}, at most {args.max_steps} steps); "

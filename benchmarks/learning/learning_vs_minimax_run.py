@@ -26,6 +26,9 @@ from benchmarks.learning.learning_vs_minimax_outputs import (
     append_jsonl,
     cleanued_done,
     cleanued_run_dir,
+    experiment_path,
+    experiment_settings,
+    has_training_logs,
     minimax_archive,
     minimax_archive_ticks,
     minimax_dir,
@@ -203,8 +206,19 @@ def make_jobs(args: Args, settings: dict) -> list[Job]:
 
 
 def check_existing_runs(args: Args, settings: dict) -> None:
-    """Refuse an --out whose runs were made with other settings or seeds (resuming or reusing them would mix two
-    configurations)."""
+    """Refuse an --out whose runs or evaluations were made with other settings or seeds (resuming or reusing them
+    would mix two configurations), and a report of an --out that holds no training logs (a kept results folder:
+    its report would lose the curriculum and the counts)."""
+    saved_experiment = experiment_path(args.out)
+    if saved_experiment.is_file():
+        saved = json.loads(saved_experiment.read_text())
+        differing = [
+            f"{key}: saved {saved.get(key)!r}, now {value!r}"
+            for key, value in experiment_settings(args).items()
+            if saved.get(key) != value
+        ]
+        if differing:
+            raise ConfigError(f"{args.out} holds another experiment ({'; '.join(differing)}); use another --out")
     for method in args.methods:
         for seed in range(1, args.seeds + 1):
             stopped = minimax_dir(args.out, method, seed) / "stopped.json"
@@ -227,6 +241,8 @@ def check_existing_runs(args: Args, settings: dict) -> None:
         ]
         if differing:
             raise ConfigError(f"{run_dir} was trained with other settings ({'; '.join(differing)}); use another --out")
+    if args.stage == "report" and not has_training_logs(args):
+        raise ConfigError(f"{args.out} holds no training logs of {' '.join(args.methods)}: nothing to report from")
 
 
 def run_stage(args: Args, settings: dict) -> None:

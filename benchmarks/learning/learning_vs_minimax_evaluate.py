@@ -150,6 +150,8 @@ class Evaluator:
                 )
             )
         index = self.args.heldout_mazes.index(maze_name)
+        # One stream per maze and seed, the same at every checkpoint and on both sides: common random numbers, so
+        # differences between checkpoints and sides are the policies', not the draws'.
         rng = jax.random.fold_in(jax.random.fold_in(jax.random.key(self.args.eval_seed + 2), index), seed)
         return np.asarray(self._heldout[maze_name](params, rng))
 

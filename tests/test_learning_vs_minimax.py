@@ -3,6 +3,7 @@ data: reading minimax's logs, where a minimax run stops and which of its checkpo
 count, the curriculum windows on both sides, the flag mapping, the bootstrap intervals and the report table.
 Nothing here trains, evaluates or runs minimax."""
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -153,6 +154,32 @@ def test_the_scripts_own_checks_refuse_a_configuration_before_anything_trains(mo
         config.method_settings(config.Args(methods=("dr",), out=long_name))
 
 
+def test_a_diagnostic_setting_reaches_both_sides(tmp_path):
+    shipped = {"discount": 0.995, "student_entropy_coef": 0.0, "lr_anneal_steps": 0, "plr_staleness_coef": 0.3}
+    shipped |= {"plr_use_robust_plr": True, "plr_temp": 0.3}
+    args = config.Args(
+        methods=("dr", "plr"),
+        diagnostic=("plr_staleness_coef=0", "plr_use_robust_plr=false", "discount=0.99"),
+        out=tmp_path,
+    )
+    minimax = {method: config.minimax_settings(method, shipped, args) for method in args.methods}
+    cleanued = {method: config.cleanued_settings(method, minimax[method], True) for method in args.methods}
+    assert minimax["plr"]["plr_staleness_coef"] == 0 and cleanued["plr"]["staleness_coef"] == 0
+    assert cleanued["plr"]["exploratory_grad_updates"] is True  # derived: not robust
+    assert cleanued["dr"]["gamma"] == 0.99 and cleanued["plr"]["gamma"] == 0.99
+    assert minimax["dr"]["plr_staleness_coef"] == 0.3  # only the methods that have the setting take it
+    assert "--plr_staleness_coef=0" in run.minimax_command(args, "plr", 1, minimax["plr"])
+    assert args.describe().endswith("; diagnostic: plr_staleness_coef=0, plr_use_robust_plr=false, discount=0.99")
+    assert outputs.experiment_settings(args)["diagnostic"] == list(args.diagnostic)
+    assert "diagnostic" not in outputs.experiment_settings(config.Args())  # as in folders from before the flag
+    with pytest.raises(ConfigError, match="--diagnostic plr_temp: not a setting of dr the comparison maps"):
+        config.Args(methods=("dr",), diagnostic=("plr_temp=1",))
+    with pytest.raises(ConfigError, match="--diagnostic n_rollout_steps: not a setting .* or one with its own flag"):
+        config.Args(methods=("dr",), diagnostic=("n_rollout_steps=64",))
+    with pytest.raises(ConfigError, match="--diagnostic 'plr_temp': give FLAG=VALUE"):
+        config.Args(methods=("plr",), diagnostic=("plr_temp",))
+
+
 def test_bad_harness_flags_are_refused_with_one_line():
     """ACCEL alone trains from empty mazes, so only the harness sees the walls its evaluation levels get."""
     with pytest.raises(ConfigError, match=r"--n-walls \(30\) must leave two cells free .* at most 23 in a 5x5 maze"):
@@ -286,6 +313,9 @@ def test_every_stage_refuses_an_out_trained_at_another_configuration(monkeypatch
     longer = config.Args(methods=("dr",), seeds=2, maze_size=11, n_walls=30, rollouts=1200, out=tmp_path)
     with pytest.raises(ConfigError, match="holds another experiment .*rollouts: saved 600, now 1200"):
         run.check_existing_runs(longer, settings)
+    diagnosed = config.Args(methods=("dr",), seeds=2, maze_size=11, n_walls=30, diagnostic=("discount=0.9",))
+    with pytest.raises(ConfigError, match=r"holds another experiment \(diagnostic: saved None, now \['discount=0.9'\]"):
+        run.check_existing_runs(dataclasses.replace(diagnosed, out=tmp_path), settings)
     run_flags = config.cli_flags(config.cleanued_run_settings(trained, "dr"))
     command = run.cleanued_command(trained, "dr", settings["dr"]["cleanued"])
     assert command[2 : 2 + len(run_flags)] == run_flags  # the run flags the script's checks saw

@@ -7,7 +7,8 @@ train: 7x7 mazes with 8 walls, ACCEL from empty mazes; 64-step episodes; 32 envs
 every method setting as minimax's shipped `minimax/config/configs/maze/<method>.json`, whose values cleanued's
 flags are derived from, so the two sides cannot drift apart (`settings.json` lists each setting with cleanued's
 default and minimax's shipped value and the run prints every mismatch). The scripts' own checks run on the
-derived flags before anything trains.
+derived flags before anything trains. `--diagnostic FLAG=VALUE` changes one of those minimax settings for both
+sides (flag-only diagnostic runs, each in its own `--out`).
 
 Stages (`--stage`, each resumable: it skips what is already done, so a long job can simply be restarted):
 

@@ -238,6 +238,10 @@ class Args:
     """Seed of the evaluation levels and actions (the same for both sides)."""
     window: Annotated[int, AT_LEAST_ONE] = 50
     """Rollouts per window of the curriculum statistics and the logged training return."""
+    diagnostic: tuple[str, ...] = ()
+    """Flag-only diagnostic runs: minimax settings as FLAG=VALUE (e.g. plr_staleness_coef=0) that both sides train
+    with, minimax taking the value and cleanued's flag derived from it as from a shipped one; only the settings
+    the comparison maps (settings.json), and the maze and batch sizes only through their own flags."""
     match_deviations: bool = True
     """Run cleanued's flagged deviations as minimax: --carry-across-updates, --no-maxmc-running-max, --teacher-lr=lr."""
     bootstrap_resamples: Annotated[int, AT_LEAST_ONE] = 10_000
@@ -278,6 +282,7 @@ class Args:
                     "--log-interval)",
                 ),
                 *[(name not in HELDOUT_MAZES, f"unknown held-out maze {name!r}") for name in self.heldout_mazes],
+                *diagnostic_problems(self),
                 (
                     self.heldout_from is not None and not 1 <= self.heldout_from <= self.rollouts,
                     f"--heldout-from ({self.heldout_from}) must be between 1 and --rollouts ({self.rollouts})",
@@ -291,12 +296,48 @@ class Args:
         start = self.rollouts // 2 if self.heldout_from is None else self.heldout_from
         return -(-start // self.checkpoint_every) * self.checkpoint_every
 
+    @property
+    def diagnostic_settings(self) -> dict:
+        """--diagnostic as {minimax flag: value}, each value read as JSON (a number, true, false) or kept a string."""
+        return {flag: parse_value(value) for flag, _, value in (item.partition("=") for item in self.diagnostic)}
+
     def describe(self) -> str:
         """The configuration in words, for report labels."""
         return (
             f"{self.maze_size}x{self.maze_size} mazes with {self.n_walls} walls (ACCEL: empty new mazes), "
             f"{self.max_steps}-step episodes, {self.num_envs} envs x {self.num_steps} steps, LSTM {self.lstm_size}"
+            + (f"; diagnostic: {', '.join(self.diagnostic)}" if self.diagnostic else "")
         )
+
+
+def parse_value(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def diagnostic_flags(method: str) -> set[str]:
+    """The minimax flags --diagnostic may set for `method`: those a cleanued flag is derived from."""
+    return {setting.minimax for setting in STUDENT_SETTINGS + METHOD_SETTINGS[method]}
+
+
+def diagnostic_problems(args: "Args") -> list[tuple[bool, str]]:
+    problems = []
+    sized = {"maze_height", "maze_n_walls", "maze_max_episode_steps", "n_parallel", "n_rollout_steps"}
+    sized.add("student_recurrent_hidden_dim")
+    for item in args.diagnostic:
+        flag, equals, _ = item.partition("=")
+        allowed = set().union(*(diagnostic_flags(method) for method in args.methods)) - sized
+        problems += [
+            (not equals or not flag, f"--diagnostic {item!r}: give FLAG=VALUE, e.g. plr_staleness_coef=0"),
+            (
+                bool(equals) and flag not in allowed,
+                f"--diagnostic {flag}: not a setting of {' '.join(args.methods)} the comparison maps, or one with "
+                f"its own flag; choose from {', '.join(sorted(allowed))}",
+            ),
+        ]
+    return problems
 
 
 def equal_configuration(args: Args) -> dict:
@@ -346,8 +387,10 @@ def minimax_shipped(method: str, venv: Path) -> dict:
 
 
 def minimax_settings(method: str, shipped: dict, args: Args) -> dict:
-    """minimax's training flags for `method`: the shipped values with the equal configuration on top."""
-    return {**shipped, **equal_configuration(args), **method_overrides(method, args)}
+    """minimax's training flags for `method`: the shipped values with the equal configuration and the diagnostic's
+    settings of `method` on top."""
+    diagnostic = {flag: value for flag, value in args.diagnostic_settings.items() if flag in diagnostic_flags(method)}
+    return {**shipped, **equal_configuration(args), **method_overrides(method, args), **diagnostic}
 
 
 def derived(setting: Setting, values: dict):

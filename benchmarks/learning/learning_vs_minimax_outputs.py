@@ -13,7 +13,7 @@ from common import checkpoint as checkpoints
 
 EXPERIMENT_FIELDS = (
     "seeds", "rollouts", "maze_size", "n_walls", "max_steps", "num_envs", "num_steps", "lstm_size", "match_deviations",
-    "checkpoint_every", "accel_archive_ticks",
+    "checkpoint_every", "accel_archive_ticks", "diagnostic",
 )  # fmt: skip
 
 
@@ -21,7 +21,10 @@ def experiment_settings(args: Args) -> dict:
     """What one --out's runs are: a later invocation with other values would mix two experiments. Methods may be
     added; the evaluation's settings may change, since each evaluation record carries them and the report picks
     the records of its own."""
-    return {field: getattr(args, field) for field in EXPERIMENT_FIELDS}
+    values = {field: getattr(args, field) for field in EXPERIMENT_FIELDS}
+    if not values["diagnostic"]:  # as in the folders written before the flag existed
+        del values["diagnostic"]
+    return json.loads(json.dumps(values))  # as read back: tuples are lists
 
 
 def experiment_path(out: Path) -> Path:

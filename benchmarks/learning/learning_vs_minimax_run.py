@@ -211,11 +211,11 @@ def check_existing_runs(args: Args, settings: dict) -> None:
     its report would lose the curriculum and the counts)."""
     saved_experiment = experiment_path(args.out)
     if saved_experiment.is_file():
-        saved = json.loads(saved_experiment.read_text())
+        saved, now = json.loads(saved_experiment.read_text()), experiment_settings(args)
         differing = [
-            f"{key}: saved {saved.get(key)!r}, now {value!r}"
-            for key, value in experiment_settings(args).items()
-            if saved.get(key) != value
+            f"{key}: saved {saved.get(key)!r}, now {now.get(key)!r}"
+            for key in sorted(saved.keys() | now.keys())
+            if saved.get(key) != now.get(key)
         ]
         if differing:
             raise ConfigError(f"{args.out} holds another experiment ({'; '.join(differing)}); use another --out")

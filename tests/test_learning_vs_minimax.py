@@ -202,15 +202,14 @@ def test_held_out_mazes_are_evaluated_from_heldout_from_on_the_grid():
     assert [kind for kind, *_ in needed[300]] == ["train_levels", "heldout", "heldout", "heldout"]
     assert needed[600][1] == ("heldout", "SixteenRooms", 200)
     assert config.Args(rollouts=600, checkpoint_every=100, heldout_from=450).heldout_start == 500  # up to the grid
-    assert (
-        config.Args(methods=("dr",), rollouts=50, checkpoint_every=10).heldout_start == 30
-    )  # 25 rounds up to the grid
+    short = config.Args(methods=("dr",), rollouts=50, checkpoint_every=10)
+    assert short.heldout_start == 30  # 25 rounds up to the grid
     with pytest.raises(ConfigError, match=r"--heldout-from \(700\) must be between 1 and --rollouts \(600\)"):
         config.Args(rollouts=600, checkpoint_every=100, heldout_from=700)
 
 
 def checkpoint(grid: int) -> evaluate.Checkpoint:
-    return evaluate.Checkpoint("cleanued", "dr", 0, grid, grid, Path("unused"), grid == 600)
+    return evaluate.Checkpoint("cleanued", "dr", 0, grid, grid, Path("unused"))
 
 
 def test_bootstrap_intervals_and_overlap():
@@ -228,10 +227,10 @@ def test_the_summary_table_reports_both_sides_and_flags_disjoint_intervals():
     evaluations = []
     for side, rates in (("cleanued", [0.9, 0.95, 1.0]), ("minimax", [0.1, 0.15, 0.2])):
         for seed, rate in enumerate(rates):
-            base = {"side": side, "method": "dr", "seed": seed, "grid": 20, "final": True}
+            base = {"side": side, "method": "dr", "seed": seed, "grid": 20}
             evaluations.append(base | {"kind": "train_levels", "maze": None, "solve_rate": rate, "return": rate / 2})
             evaluations.append(base | {"kind": "heldout", "maze": "SixteenRooms", "solve_rate": 0.5, "return": 0.2})
-            earlier = base | {"grid": 10, "final": False}
+            earlier = base | {"grid": 10}
             evaluations.append(earlier | {"kind": "train_levels", "maze": None, "solve_rate": 0.0, "return": 0.0})
             if (side, seed) != ("minimax", 2):  # a seed without every held-out checkpoint has no mean over them
                 held_out = rate if side == "cleanued" else 0.1 * seed
@@ -266,7 +265,7 @@ def test_mann_whitney_is_exact_without_ties_and_the_final_rows_are_the_last_grid
     assert 0.2 < tied < 1.0  # the normal approximation: the exact distribution has no ties
     args = config.Args(methods=("dr",), seeds=2, rollouts=20, checkpoint_every=10, heldout_mazes=("SixteenRooms",))
     evaluations = [
-        {"side": side, "method": "dr", "seed": seed, "grid": grid, "final": True, "kind": "train_levels"}
+        {"side": side, "method": "dr", "seed": seed, "grid": grid, "kind": "train_levels"}
         | {"maze": None, "solve_rate": grid / 100, "return": 0.0}
         for side in ("cleanued", "minimax")
         for seed in range(2)

@@ -324,11 +324,10 @@ def diagnostic_flags(method: str) -> set[str]:
 
 def diagnostic_problems(args: "Args") -> list[tuple[bool, str]]:
     problems = []
-    sized = {"maze_height", "maze_n_walls", "maze_max_episode_steps", "n_parallel", "n_rollout_steps"}
-    sized.add("student_recurrent_hidden_dim")
+    own_flags = set(equal_configuration(args)) - set(PPO_SHARED)  # the maze and batch sizes
+    allowed = set().union(*(diagnostic_flags(method) for method in args.methods)) - own_flags
     for item in args.diagnostic:
         flag, equals, _ = item.partition("=")
-        allowed = set().union(*(diagnostic_flags(method) for method in args.methods)) - sized
         problems += [
             (not equals or not flag, f"--diagnostic {item!r}: give FLAG=VALUE, e.g. plr_staleness_coef=0"),
             (

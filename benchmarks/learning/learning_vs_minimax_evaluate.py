@@ -44,7 +44,6 @@ class Checkpoint(NamedTuple):
     grid: int  # the rollout count of the evaluation grid this checkpoint stands for
     rollouts: int  # rollouts the run had played at this checkpoint
     path: Path
-    final: bool
 
 
 def evaluation_grid(args: Args) -> list[int]:
@@ -57,10 +56,7 @@ def cleanued_checkpoints(args: Args, method: str) -> list[Checkpoint]:
     for grid in evaluation_grid(args):
         path = checkpoints.checkpoint_path(archive, grid)
         if path.exists():
-            found += [
-                Checkpoint("cleanued", method, seed, grid, grid, path, grid == args.rollouts)
-                for seed in range(args.seeds)
-            ]
+            found += [Checkpoint("cleanued", method, seed, grid, grid, path) for seed in range(args.seeds)]
     return found
 
 
@@ -94,7 +90,7 @@ def minimax_checkpoints(args: Args, method: str) -> list[Checkpoint]:
             rows, method, grid, stopped["stop_tick"], minimax_archive_ticks(args, method)
         ).items():
             path = directory / "params" / f"tick_{tick:08d}.npz"
-            found.append(Checkpoint("minimax", method, seed - 1, point, played, path, point == args.rollouts))
+            found.append(Checkpoint("minimax", method, seed - 1, point, played, path))
     return found
 
 
@@ -234,7 +230,7 @@ def evaluate_stage(args: Args) -> None:
                 returns = evaluator.heldout(params, maze, checkpoint.seed)
             record = {"side": checkpoint.side, "method": method, "seed": checkpoint.seed, "grid": checkpoint.grid}
             record |= {"rollouts": checkpoint.rollouts, "student_updates": student_updates, "kind": kind, "maze": maze}
-            record |= {"episodes": episodes, "eval_seed": args.eval_seed, "final": checkpoint.final}
+            record |= {"episodes": episodes, "eval_seed": args.eval_seed}
             record |= {"solve_rate": float(np.mean(returns > 0)), "return": float(np.mean(returns))}
             record |= {"checkpoint": str(checkpoint.path.relative_to(args.out))}
             if kind == "train_levels":

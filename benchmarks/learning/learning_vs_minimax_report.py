@@ -224,10 +224,10 @@ def mann_whitney_p(a, b) -> float | None:
     distribution assumes no ties (scipy's "auto" would approximate from 9 seeds a side even without ties)."""
     if len(a) < 2 or len(b) < 2:
         return None
-    if len(set(a) | set(b)) == 1:  # every seed of both sides equal: nothing tells them apart
+    distinct = len(set(a) | set(b))
+    if distinct == 1:  # every seed of both sides equal: nothing tells them apart
         return 1.0
-    ties = len(set(a) | set(b)) < len(a) + len(b)
-    method = "asymptotic" if ties else "exact"
+    method = "asymptotic" if distinct < len(a) + len(b) else "exact"
     return float(stats.mannwhitneyu(a, b, alternative="two-sided", method=method).pvalue)
 
 

@@ -320,6 +320,32 @@ def test_every_stage_refuses_an_out_trained_at_another_configuration(monkeypatch
     assert command[2 : 2 + len(run_flags)] == run_flags  # the run flags the script's checks saw
 
 
+def test_another_seed_set_trains_other_seeds_and_keeps_to_its_own_out(monkeypatch, tmp_path):
+    """--first-seed S: cleanued's keys split(key(S), N), minimax's --seed=S+1..S+N, evaluated as seed indices
+    0..N-1; an --out made with another seed set is refused."""
+    monkeypatch.setattr(config, "minimax_shipped", lambda method, venv: {"lr_anneal_steps": 0})
+    args = config.Args(methods=("dr",), seeds=2, first_seed=12, rollouts=20, checkpoint_every=10, out=tmp_path)
+    settings = config.method_settings(args)
+    jobs = run.make_jobs(args, settings)
+    assert [job.seeds for job in jobs] == [(0, 1), (13,), (14,)]
+    assert "--seed=13" in jobs[1].command and "--seed=14" in jobs[2].command
+    cleanued = jobs[0].command
+    assert cleanued[cleanued.index("--seed") + 1] == "12" and cleanued[cleanued.index("--num-seeds") + 1] == "2"
+    for seed in (13, 14):
+        directory = outputs.minimax_dir(tmp_path, "dr", seed)
+        directory.mkdir(parents=True)
+        (directory / "stopped.json").write_text(json.dumps({"target": 20, "stop_tick": 20}))
+        ticks = "\n".join(f"{tick},{tick}" for tick in range(1, 21))
+        (directory / "logs.csv").write_text(f"# _tick,n_updates\n{ticks}\n")
+    found = evaluate.minimax_checkpoints(args, "dr")
+    assert sorted({(item.seed, item.path.parents[1].name) for item in found}) == [(0, "dr_13"), (1, "dr_14")]
+    assert outputs.experiment_settings(args)["first_seed"] == 12
+    assert "first_seed" not in outputs.experiment_settings(config.Args())  # as in folders from before the flag
+    outputs.experiment_path(tmp_path).write_text(json.dumps(outputs.experiment_settings(args)))
+    with pytest.raises(ConfigError, match=r"holds another experiment \(first_seed: saved 12, now None\)"):
+        run.check_existing_runs(dataclasses.replace(args, first_seed=0), settings)
+
+
 def test_a_report_needs_the_training_logs(monkeypatch, tmp_path):
     """A kept results folder (evaluations and reports, no runs) is not reported again: the curriculum and the
     counts would come out empty, and other flags would relabel it."""

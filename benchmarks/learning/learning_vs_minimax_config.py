@@ -161,7 +161,8 @@ FIXED_PER_METHOD = {
 KNOWN_DIFFERENCES = (
     (
         METHODS,
-        "Random streams differ (cleanued seeds are split(key(0), N)[i], minimax's --seed=i+1), so the sides are "
+        "Random streams differ (cleanued seeds are split(key(S), N)[i], minimax's --seed=S+i+1, S = --first-seed), "
+        "so the sides are "
         "compared as distributions over seeds, never seed by seed.",
     ),
     (
@@ -201,6 +202,9 @@ class Args:
     """Methods to compare (algos/<method>.py against minimax's <method>.json)."""
     seeds: Annotated[int, AT_LEAST_ONE] = 4
     """Seeds per side: one cleanued process vmaps them, minimax runs one process per seed."""
+    first_seed: Annotated[int, NON_NEGATIVE] = 0
+    """Seed set: cleanued's seeds are split(key(S), N), minimax's --seed=S+1..S+N; another S gives seeds
+    independent of the default's (to see whether a difference found on one set of seeds is chance)."""
     rollouts: Annotated[int, AT_LEAST_ONE] = 600
     """Rollouts (of --num-envs x --num-steps) per run: cleanued updates; minimax ticks (ACCEL: ticks + replay ticks)."""
     maze_size: Annotated[int, Range(2, 101)] = 7
@@ -365,7 +369,7 @@ def cleanued_run_settings(args: Args, method: str) -> dict:
         "runs_dir": args.out / "runs",
         "run_name": f"cleanued_{method}",
         "num_seeds": args.seeds,
-        "seed": 0,
+        "seed": args.first_seed,
         "total_updates": args.rollouts,
         "log_interval": LOG_INTERVAL,
         "eval_interval": 0,

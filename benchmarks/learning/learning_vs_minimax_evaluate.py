@@ -23,6 +23,7 @@ from benchmarks.learning.learning_vs_minimax_outputs import (
     minimax_dir,
     minimax_done,
     minimax_rollouts,
+    minimax_seeds,
     read_jsonl,
     read_minimax_log,
 )
@@ -40,7 +41,7 @@ from envs.maze import EnvParams
 class Checkpoint(NamedTuple):
     side: str
     method: str
-    seed: int  # index 0..N-1 on both sides (minimax's --seed is index + 1)
+    seed: int  # index 0..N-1 on both sides (minimax's --seed is --first-seed + index + 1)
     grid: int  # the rollout count of the evaluation grid this checkpoint stands for
     rollouts: int  # rollouts the run had played at this checkpoint
     path: Path
@@ -79,7 +80,7 @@ def minimax_grid_ticks(rows: list[dict], method: str, grid: list[int], last_tick
 
 def minimax_checkpoints(args: Args, method: str) -> list[Checkpoint]:
     found = []
-    for seed in range(1, args.seeds + 1):
+    for index, seed in enumerate(minimax_seeds(args)):
         directory = minimax_dir(args.out, method, seed)
         if not minimax_done(args, method, seed):
             continue
@@ -90,7 +91,7 @@ def minimax_checkpoints(args: Args, method: str) -> list[Checkpoint]:
             rows, method, grid, stopped["stop_tick"], minimax_archive_ticks(args, method)
         ).items():
             path = directory / "params" / f"tick_{tick:08d}.npz"
-            found.append(Checkpoint("minimax", method, seed - 1, point, played, path))
+            found.append(Checkpoint("minimax", method, index, point, played, path))
     return found
 
 

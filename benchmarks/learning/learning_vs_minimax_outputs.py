@@ -13,7 +13,7 @@ from common import checkpoint as checkpoints
 
 EXPERIMENT_FIELDS = (
     "seeds", "rollouts", "maze_size", "n_walls", "max_steps", "num_envs", "num_steps", "lstm_size", "match_deviations",
-    "checkpoint_every", "accel_archive_ticks", "diagnostic",
+    "checkpoint_every", "accel_archive_ticks", "diagnostic", "first_seed",
 )  # fmt: skip
 
 
@@ -22,8 +22,9 @@ def experiment_settings(args: Args) -> dict:
     added; the evaluation's settings may change, since each evaluation record carries them and the report picks
     the records of its own."""
     values = {field: getattr(args, field) for field in EXPERIMENT_FIELDS}
-    if not values["diagnostic"]:  # as in the folders written before the flag existed
-        del values["diagnostic"]
+    for field, default in (("diagnostic", ()), ("first_seed", 0)):
+        if values[field] == default:  # as in the folders written before the flag existed
+            del values[field]
     return json.loads(json.dumps(values))  # as read back: tuples are lists
 
 
@@ -34,13 +35,18 @@ def experiment_path(out: Path) -> Path:
 def has_training_logs(args: Args) -> bool:
     return any(
         (cleanued_run_dir(args.out, method) / "logs.csv").is_file()
-        or any((minimax_dir(args.out, method, seed) / "logs.csv").is_file() for seed in range(1, args.seeds + 1))
+        or any((minimax_dir(args.out, method, seed) / "logs.csv").is_file() for seed in minimax_seeds(args))
         for method in args.methods
     )
 
 
 def cleanued_run_dir(out: Path, method: str) -> Path:
     return out / "runs" / f"cleanued_{method}"
+
+
+def minimax_seeds(args: Args) -> range:
+    """minimax's --seed of each run, seed index i running --seed=first_seed+i+1."""
+    return range(args.first_seed + 1, args.first_seed + args.seeds + 1)
 
 
 def minimax_xpid(method: str, seed: int) -> str:

@@ -20,6 +20,7 @@ from benchmarks.learning.learning_vs_minimax_outputs import (
     minimax_dir,
     minimax_done,
     minimax_rollouts,
+    minimax_seeds,
     read_jsonl,
     read_minimax_log,
     write_jsonl,
@@ -420,14 +421,14 @@ def gather_run_facts(args: Args) -> tuple[dict, dict, dict, dict, dict]:
             ]
         minimax_logs[method] = {}
         returned = LOGGED_RETURN["minimax_paired" if method == "paired" else "minimax"]
-        for seed in range(1, args.seeds + 1):
+        for index, seed in enumerate(minimax_seeds(args)):
             if not minimax_done(args, method, seed):
                 continue
             directory = minimax_dir(args.out, method, seed)
             stopped = json.loads((directory / "stopped.json").read_text())
             rows = [row for row in read_minimax_log(directory / "logs.csv") if row["_tick"] <= stopped["stop_tick"]]
             events = minimax_events(rows, method)
-            minimax_logs[method][seed - 1] = events
+            minimax_logs[method][index] = events
             updates.setdefault((method, "minimax"), []).append(float(stopped["n_updates"]))
             played.setdefault((method, "minimax"), []).append(float(stopped["rollouts"]))
             end = stopped["rollouts"]

@@ -34,6 +34,7 @@ from benchmarks.learning.learning_vs_minimax_outputs import (
     minimax_dir,
     minimax_done,
     minimax_rollouts,
+    minimax_seeds,
     minimax_xpid,
     read_minimax_log,
     stop_tick,
@@ -198,7 +199,7 @@ def make_jobs(args: Args, settings: dict) -> list[Job]:
         jobs.append(
             Job("cleanued", method, tuple(range(args.seeds)), command, args.out / "logs" / f"cleanued_{method}.log")
         )
-        for seed in range(1, args.seeds + 1):
+        for seed in minimax_seeds(args):
             command = minimax_command(args, method, seed, settings[method]["minimax"])
             log = args.out / "logs" / f"minimax_{method}_{seed}.log"
             jobs.append(Job("minimax", method, (seed,), command, log))
@@ -220,7 +221,7 @@ def check_existing_runs(args: Args, settings: dict) -> None:
         if differing:
             raise ConfigError(f"{args.out} holds another experiment ({'; '.join(differing)}); use another --out")
     for method in args.methods:
-        for seed in range(1, args.seeds + 1):
+        for seed in minimax_seeds(args):
             stopped = minimax_dir(args.out, method, seed) / "stopped.json"
             command = shlex.join(minimax_command(args, method, seed, settings[method]["minimax"]))
             if minimax_done(args, method, seed) and json.loads(stopped.read_text())["command"] != command:
@@ -232,7 +233,7 @@ def check_existing_runs(args: Args, settings: dict) -> None:
         used = {
             row["cleanued_flag"]: row["cleanued_used"] for row in settings[method]["table"] if row["kind"] != "fixed"
         }
-        expected = {**used, "num_seeds": args.seeds, "seed": 0}
+        expected = {**used, "num_seeds": args.seeds, "seed": args.first_seed}
         expected |= {"archive_interval": args.checkpoint_every, "log_interval": LOG_INTERVAL}
         differing = [
             f"{key}: saved {saved.get(key)!r}, now {value!r}"

@@ -606,6 +606,99 @@ def test_plr_runner_bookkeeping_matches_minimax_tick_by_tick():
     assert kinds == {True, False}
 
 
+def draws_up_to_rounding(buffer, key, recorded, settings, where):
+    """minimax's draws `recorded` from `key`, one by one, against cleanued's: a draw may differ only by rounding, the
+    uniform landing within float32 rounding of the border between the two slots in the cumulative distribution
+    (at 4,000 slots the libraries' sums differ in the last bits). Returns (buffer after minimax's draws, flips)."""
+    probabilities = jax.jit(functools.partial(lb.replay_probabilities, **settings))
+    flips = 0
+    for draw, (rng_draw, slot) in enumerate(zip(jax.random.split(key, len(recorded) + 1)[1:], recorded, strict=True)):
+        probs = probabilities(buffer)
+        ours = int(jax.random.choice(rng_draw, buffer.capacity, p=probs))
+        if ours != slot:
+            flips += 1
+            cumulative = np.cumsum(np.asarray(probs, np.float64))
+            uniform = float(jax.random.uniform(rng_draw, (), jnp.float32))  # what choice draws from its key
+            low, high = sorted((ours, int(slot)))
+            assert (np.asarray(probs)[low + 1 : high] == 0).all(), f"{where} draw {draw}: {ours}, {slot} not adjacent"
+            border = cumulative[low] / cumulative[-1]
+            assert abs((1 - uniform) - border) < 1e-6, f"{where} draw {draw}: {ours} for {slot}, not a rounding flip"
+        buffer = lb.record_draw(buffer, int(slot))
+    return buffer, flips
+
+
+def test_buffer_at_the_shipped_size_matches_minimax_cycle_by_cycle():
+    """minimax's PLRManager at the shipped 4,000 slots and 32 levels a cycle (minimax_plr_buffer_4000.npz), driven
+    as its runner drives it until the buffer is full and evicting, through cleanued's buffer called as
+    algos/plr.py calls it (`plr_cycle_levels`, `plr_cycle_update`), with minimax's replay decisions, keys and
+    scores: the same draws, duplicates, written slots and ages every cycle, and the same buffer at the end."""
+    data = load_fixture("minimax_plr_buffer_4000.npz")
+    info = json.loads(str(data["meta"]))
+    settings = dict(
+        temperature=info["temperature"], staleness_coef=info["staleness_coef"], prioritization="rank", ties="slot_order"
+    )
+    capacity, batch, size = info["capacity"], info["batch"], info["maze_size"]
+    walls = np.unpackbits(data["pool_wall_map"], axis=1)[:, : size * size].reshape(-1, size, size).astype(bool)
+    pool = make_level(walls, data["pool_goal_pos"], data["pool_agent_pos"], data["pool_agent_dir"])
+    pool = jax.tree.map(lambda x: jnp.asarray(x, jnp.int32) if x.dtype == jnp.int8 else x, pool)
+    buffer = lb.empty_buffer(jax.tree.map(lambda x: x[0], pool), capacity)
+    first_half = jax.jit(functools.partial(plr_cycle_levels, num_envs=batch, settings=settings))
+    second_half = jax.jit(functools.partial(plr_cycle_update, settings=settings))
+    slot_moment = np.arange(1, capacity + 1)
+    flips = 0
+    for cycle in range(len(data["replay"])):
+        where, replay = f"cycle {cycle}", bool(data["replay"][cycle])
+        key = jnp.asarray(data["sample_key"][cycle] if replay else np.zeros(2), jnp.uint32)
+        new_levels = jax.tree.map(lambda x, cycle=cycle: x[data["pool_index"][cycle]], pool)
+        with jax.threefry_partitionable(False):  # jax 0.4.31's default, under which the fixture was recorded
+            cycle_buffer, levels, slots, matched, _ = first_half(
+                buffer, jnp.asarray(replay), new_levels, jax.random.wrap_key_data(key)
+            )
+        recorded = data["slots"][cycle]
+        if replay and (np.asarray(slots) != recorded).any():
+            with jax.threefry_partitionable(False):
+                cycle_buffer, cycle_flips = draws_up_to_rounding(
+                    buffer, jax.random.wrap_key_data(key), recorded, settings, where
+                )
+            flips += cycle_flips
+            levels = jax.tree.map(lambda x, recorded=recorded: x[recorded], buffer.levels)
+            matched, _ = lb.match_levels(cycle_buffer, levels)
+        np.testing.assert_array_equal(matched, data["dedupe_slots"][cycle], err_msg=f"{where} matched slots")
+        scores = data["scores"][cycle]
+        active = np.isfinite(scores)
+        after = second_half(
+            cycle_buffer,
+            levels,
+            jnp.asarray(np.where(active, scores, 0.0)),
+            jnp.asarray(data["max_returns"][cycle]),
+            jnp.asarray(active),
+        )
+        changed = (
+            (cycle_buffer.scores != after.scores)
+            | (cycle_buffer.max_returns != after.max_returns)
+            | (cycle_buffer.filled != after.filled)
+            | (cycle_buffer.levels.wall_map != after.levels.wall_map).any((1, 2))
+            | (cycle_buffer.levels.agent_pos != after.levels.agent_pos).any(1)
+        )
+        expected = data["changed"][cycle]
+        np.testing.assert_array_equal(np.flatnonzero(changed), expected[expected >= 0], err_msg=f"{where} written")
+        ages = np.asarray(after.ages, np.int64)
+        assert (ages.sum(), (ages * slot_moment).sum()) == (data["age_sum"][cycle], data["age_moment"][cycle]), where
+        buffer = after
+    assert flips <= 0.01 * data["replay"].sum() * batch, f"{flips} draws flipped by rounding: too many to be rounding"
+    filled = data["final_filled"]
+    assert filled.all() and data["replay"].sum() > 100, "the recording fills the buffer and replays"
+    np.testing.assert_array_equal(buffer.filled, filled)
+    np.testing.assert_array_equal(buffer.ages, data["final_ages"])
+    np.testing.assert_array_equal(buffer.scores, data["final_scores"])
+    np.testing.assert_array_equal(buffer.max_returns, data["final_max_returns"])
+    held = np.asarray(buffer.levels.wall_map).reshape(capacity, -1)
+    np.testing.assert_array_equal(held, walls.reshape(len(walls), -1)[data["final_pool_index"]])
+    np.testing.assert_array_equal(buffer.levels.agent_pos, data["pool_agent_pos"][data["final_pool_index"]])
+    probabilities = lb.replay_probabilities(buffer, **settings)
+    np.testing.assert_allclose(probabilities, data["final_replay_dist"], rtol=1e-5, atol=1e-12)
+
+
 def test_equal_scores_get_equal_replay_probability():
     """A full 4000-level buffer whose scores all tie (every learnability score 0 early in a run): shared ties
     give every slot 1/4000 and one replay sample spreads over many slots; minimax's slot order gives slot 0

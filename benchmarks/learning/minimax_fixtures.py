@@ -3,7 +3,8 @@
 Run with the Python of the minimax virtual environment (its pinned JAX 0.4.31 stack, `MINIMAX_STACK` in
 benchmarks/speed/bench_algos.py); it never imports cleanued's code, and the tests never run it: they read the
 committed .npz files it writes. Everything is tiny (4 envs x 16 steps, LSTM 16, 7x7 mazes, an 8-slot
-buffer) so each file stays well under 1 MB and the tests take seconds.
+buffer; one recording at the shipped 4,000 slots keeps only checksums per cycle) so each file stays well
+under 1 MB and the tests take seconds.
 
     benchmarks/.minimax-venv/bin/python benchmarks/learning/minimax_fixtures.py            # all, into tests/fixtures
     benchmarks/.minimax-venv/bin/python benchmarks/learning/minimax_fixtures.py --only buffer
@@ -15,6 +16,11 @@ Files (tests/fixtures/):
   the key `sample` used for its draws, the slots drawn and the replay distribution before each draw,
   the ages after `sample`, the dedupe result, the scores, and the whole buffer and its replay
   distribution after `update`. Levels are indices into a pool of small 5x5 levels stored alongside.
+- minimax_plr_buffer_4000.npz: the same manager at the shipped size (4,000 slots, 32 levels a cycle, replay
+  with probability 0.5 once half full), 330 cycles as `PLRRunner.run` drives it, until the buffer is full and
+  evicting. 7x7 levels from a pool (bit-packed), with repeats of earlier levels and within a batch; random
+  scores. Per cycle: the replay decision and key, the slots drawn, the dedupe result, the slots `update`
+  changed and two checksums of the ages; the whole buffer and its replay distribution at the end.
 - minimax_scores.npz: `compute_ued_scores` (MaxMC with stored max returns, positive value loss, L1 value
   loss) on random small batches, with envs that finish no episode (score -inf: not inserted).
 - minimax_update_dr.npz, minimax_update_plr.npz: one student update of `DRRunner` (its second tick, so the
@@ -247,6 +253,151 @@ def record_buffer(out: Path) -> None:
         "jax_threefry_partitionable=False as in jax 0.4.31)",
     )
     np.savez_compressed(out / "minimax_plr_buffer.npz", **data)
+
+
+def distinct_levels(count: int, seed: int, size: int, n_walls: int):
+    """`count` distinct levels (walls, goal, start) from minimax's own generator, as its `EnvState`s."""
+    env, _ = envs.make("Maze", env_kwargs=dict(height=size, width=size, n_walls=n_walls, replace_wall_pos=True))
+    _, states = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(seed), 2 * count))
+    walls, goals, starts = (np.asarray(x) for x in (states.wall_map, states.goal_pos, states.agent_pos))
+    seen, keep = set(), []
+    for i in range(2 * count):
+        key = (walls[i].tobytes(), goals[i].tobytes(), starts[i].tobytes())
+        if key not in seen:
+            seen.add(key)
+            keep.append(i)
+    assert len(keep) >= count, f"only {len(keep)} distinct levels"
+    return take(states, keep[:count])
+
+
+def record_buffer_shipped_size(out: Path) -> None:
+    """The buffer at the shipped size, as `PLRRunner.run` drives it: 4,000 slots, 32 levels a cycle, replay
+    decided by `sample` with probability 0.5 once half full, long enough to fill the buffer and evict. Levels
+    are fresh 7x7 8-wall levels from a pool, with some repeats of earlier ones (buffer duplicates) and of
+    one another within a batch; scores are random (a few tied, a few -inf: no finished episode)."""
+    capacity, batch, temperature, staleness_coef, replay_prob = 4000, 32, 0.3, 0.3, 0.5
+    num_cycles = 330
+    pool = distinct_levels(6800, seed=13, size=7, n_walls=8)
+    pool_keys = {
+        (w.tobytes(), g.tobytes(), a.tobytes()): i
+        for i, (w, g, a) in enumerate(
+            zip(np.asarray(pool.wall_map), np.asarray(pool.goal_pos), np.asarray(pool.agent_pos), strict=True)
+        )
+    }
+    mgr = PLRManager(
+        example_level=take(pool, 0),
+        ued_score=UEDScore.MAX_MC,
+        replay_prob=replay_prob,
+        buffer_size=capacity,
+        staleness_coef=staleness_coef,
+        temp=temperature,
+        min_fill_ratio=0.5,
+        use_score_ranks=True,
+        use_robust_plr=True,
+        use_parallel_eval=False,
+        comparator_fn=envs.get_comparator("Maze"),
+        n_devices=1,
+    )
+    sample = jax.jit(partial(mgr.sample, n=batch))
+    dedupe = jax.jit(mgr.dedupe_levels)
+    update = jax.jit(partial(mgr.update, ignore_val=-jnp.inf))
+    rng, key = np.random.default_rng(17), jax.random.PRNGKey(9)
+    buffer, fresh = mgr.reset(), 0
+    records = {name: [] for name in ("pool_index", "replay", "sample_key", "slots", "dedupe_slots", "dupe_mask")}
+    records |= {name: [] for name in ("scores", "max_returns", "changed", "age_sum", "age_moment")}
+    for _ in range(num_cycles):
+        indices = np.arange(fresh, fresh + batch)
+        if fresh:
+            repeats = rng.uniform(size=batch) < 0.05
+            indices[repeats] = rng.integers(0, fresh, repeats.sum())
+        if rng.uniform() < 0.3:
+            indices[rng.integers(1, batch)] = indices[0]
+        assert indices.max() < len(pool_keys), "the pool ran out of fresh levels"
+        scores = rng.uniform(-0.3, 1.0, batch).astype(np.float32)
+        rounded = rng.uniform(size=batch) < 0.1
+        scores[rounded] = np.round(scores[rounded], 2)
+        scores[rng.uniform(size=batch) < 0.03] = -np.inf
+        max_returns = np.round(rng.uniform(0.0, 1.0, batch), 4).astype(np.float32)
+        key, subkey = jax.random.split(key)
+        _, _, sample_key = jax.random.split(subkey, 3)  # what `sample` hands `_sample_replay_levels`
+        levels, slots, is_replay, buffer = sample(subkey, buffer, take(pool, indices))
+        if not bool(is_replay):
+            fresh += batch
+        dedupe_slots, dupe_mask = dedupe(buffer, levels, slots)
+        before = buffer
+        buffer = update(
+            buffer, levels, dedupe_slots, jnp.asarray(scores), dupe_mask=dupe_mask, info={"max_returns": max_returns}
+        )
+        changed = (
+            (np.asarray(before.scores) != np.asarray(buffer.scores))
+            | (np.asarray(before.max_returns) != np.asarray(buffer.max_returns))
+            | (np.asarray(before.filled) != np.asarray(buffer.filled))
+            | (np.asarray(before.levels.wall_map) != np.asarray(buffer.levels.wall_map)).any((1, 2))
+            | (np.asarray(before.levels.agent_pos) != np.asarray(buffer.levels.agent_pos)).any(1)
+        )
+        ages = np.asarray(buffer.ages).astype(np.int64)
+        for name, value in (
+            ("pool_index", indices),
+            ("replay", bool(is_replay)),
+            ("sample_key", np.asarray(sample_key)),
+            ("slots", np.asarray(slots)),
+            ("dedupe_slots", np.asarray(dedupe_slots)),
+            ("dupe_mask", np.asarray(dupe_mask)),
+            ("scores", scores),
+            ("max_returns", max_returns),
+            ("changed", np.pad(np.flatnonzero(changed), (0, batch - changed.sum()), constant_values=-1)),
+            ("age_sum", ages.sum()),
+            ("age_moment", (ages * np.arange(1, capacity + 1)).sum()),
+        ):
+            records[name].append(value)
+    filled = np.asarray(buffer.filled)
+    slot_pool_index = np.array(
+        [
+            pool_keys[(w.tobytes(), g.tobytes(), a.tobytes())] if f else -1
+            for w, g, a, f in zip(
+                np.asarray(buffer.levels.wall_map),
+                np.asarray(buffer.levels.goal_pos),
+                np.asarray(buffer.levels.agent_pos),
+                filled,
+                strict=True,
+            )
+        ]
+    )
+    data = {name: np.stack(values) for name, values in records.items()}
+    data["pool_index"] = data["pool_index"].astype(np.int16)
+    for name in ("slots", "dedupe_slots", "changed"):
+        data[name] = data[name].astype(np.int16)
+    data |= {
+        "pool_wall_map": np.packbits(np.asarray(pool.wall_map).reshape(len(pool_keys), -1), axis=1),
+        "pool_goal_pos": np.asarray(pool.goal_pos).astype(np.int8),
+        "pool_agent_pos": np.asarray(pool.agent_pos).astype(np.int8),
+        "pool_agent_dir": np.asarray(pool.agent_dir_idx).astype(np.int8),
+        "final_pool_index": slot_pool_index.astype(np.int16),
+        "final_scores": np.asarray(buffer.scores),
+        "final_max_returns": np.asarray(buffer.max_returns),
+        "final_ages": np.asarray(buffer.ages).astype(np.int64),
+        "final_filled": filled,
+        "final_replay_dist": np.asarray(mgr._get_replay_dist(buffer.scores, buffer.ages, buffer.filled)),
+    }
+    kinds = {"replay cycles": int(data["replay"].sum()), "fill": float(filled.mean()), "fresh levels": fresh}
+    assert kinds["fill"] == 1.0 and fresh > capacity + 200, f"the buffer must fill and evict: {kinds}"
+    data["meta"] = meta(
+        capacity=capacity,
+        batch=batch,
+        temperature=temperature,
+        staleness_coef=staleness_coef,
+        replay_prob=replay_prob,
+        prioritization="rank",
+        force_unique=True,
+        ued_score="max_mc",
+        min_fill_ratio=0.5,
+        maze_size=7,
+        note="pool_wall_map is np.packbits of each 7x7 wall map (row-major, 49 bits); sample_key as in "
+        "minimax_plr_buffer.npz; changed: the slots whose level, score, max return or filled flag `update` "
+        "changed (padded with -1); age_sum and age_moment: sum(ages) and sum(ages * (slot + 1)) after `update`; "
+        f"counts: {json.dumps(kinds)}",
+    )
+    np.savez_compressed(out / "minimax_plr_buffer_4000.npz", **data)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -608,11 +759,17 @@ def record_plr(out: Path) -> None:
 def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cli.add_argument("--out", default=str(REPO_ROOT / "tests" / "fixtures"))
-    cli.add_argument("--only", choices=["buffer", "scores", "dr", "plr"], nargs="*")
+    cli.add_argument("--only", choices=["buffer", "buffer_4000", "scores", "dr", "plr"], nargs="*")
     options = cli.parse_args()
     out = Path(options.out)
     out.mkdir(parents=True, exist_ok=True)
-    recorders = {"buffer": record_buffer, "scores": record_scores, "dr": record_dr, "plr": record_plr}
+    recorders = {
+        "buffer": record_buffer,
+        "buffer_4000": record_buffer_shipped_size,
+        "scores": record_scores,
+        "dr": record_dr,
+        "plr": record_plr,
+    }
     for name in options.only or recorders:
         recorders[name](out)
         print(f"recorded {name}", flush=True)

@@ -16,6 +16,7 @@ from benchmarks.learning import learning_vs_minimax_evaluate as evaluate
 from benchmarks.learning import learning_vs_minimax_outputs as outputs
 from benchmarks.learning import learning_vs_minimax_report as report
 from benchmarks.learning import learning_vs_minimax_run as run
+from benchmarks.learning import pool_seed_sets
 from common.errors import ConfigError
 
 
@@ -359,3 +360,38 @@ def test_a_report_needs_the_training_logs(monkeypatch, tmp_path):
     minimax_log.parent.mkdir(parents=True)
     minimax_log.write_text("# _tick,n_updates\n")
     assert outputs.has_training_logs(args)
+
+
+def test_seed_sets_pool_into_one_table_and_only_of_one_experiment(tmp_path):
+    """Two folders of one experiment with other seed sets: every checkpoint over both folders' seeds, and the
+    held-out mean over checkpoints per seed; a folder of another experiment or the same seeds is refused."""
+    experiment = {"seeds": 2, "rollouts": 20, "maze_size": 7}
+    rates = {0: {"cleanued": [0.1, 0.2], "minimax": [0.5, 0.6]}, 12: {"cleanued": [0.3, 0.4], "minimax": [0.7, 0.8]}}
+    folders = []
+    for first_seed, per_side in rates.items():
+        folder = tmp_path / f"set{first_seed}"
+        folder.mkdir()
+        (folder / "experiment.json").write_text(
+            json.dumps(experiment | ({"first_seed": first_seed} if first_seed else {}))
+        )
+        records = []
+        for side, values in per_side.items():
+            for seed, rate in enumerate(values):
+                base = {"side": side, "method": "plr", "seed": seed}
+                records.append(base | {"grid": 20, "kind": "train_levels", "maze": None, "solve_rate": rate})
+                for grid, offset in ((10, 0.0), (20, 0.1)):
+                    records.append(
+                        base | {"grid": grid, "kind": "heldout", "maze": "SixteenRooms", "solve_rate": rate + offset}
+                    )
+        outputs.write_jsonl(folder / "evaluations.jsonl", records)
+        folders.append(folder)
+    table = pool_seed_sets.pooled_table(pool_seed_sets.Args(folders=tuple(folders), bootstrap_resamples=200))
+    training = next(line for line in table.splitlines() if line.startswith("| training distribution, 20 rollouts"))
+    assert "| 4/4 | 0.250 [" in training and "| **no** | 0.03 |" in training  # exact p of 4 against 4, all apart
+    heldout = next(line for line in table.splitlines() if "mean over checkpoints 10-20" in line)
+    assert "| 0.300 [" in heldout and "| 0.700 [" in heldout  # (rate + rate + 0.1) / 2 per seed, then the mean
+    (folders[1] / "experiment.json").write_text(json.dumps(experiment | {"first_seed": 12, "maze_size": 11}))
+    with pytest.raises(ConfigError, match="is another experiment than .* \\(maze_size differ\\)"):
+        pool_seed_sets.pooled_table(pool_seed_sets.Args(folders=tuple(folders)))
+    with pytest.raises(ConfigError, match="share a seed set"):
+        pool_seed_sets.pooled_table(pool_seed_sets.Args(folders=(folders[0], folders[0])))

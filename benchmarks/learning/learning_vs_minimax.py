@@ -8,13 +8,14 @@ every method setting as minimax's shipped `minimax/config/configs/maze/<method>.
 flags are derived from, so the two sides cannot drift apart (`settings.json` lists each setting with cleanued's
 default and minimax's shipped value and the run prints every mismatch). The scripts' own checks run on the
 derived flags before anything trains. `--diagnostic FLAG=VALUE` changes one of those minimax settings for both
-sides (flag-only diagnostic runs, each in its own `--out`).
+sides (flag-only diagnostic runs, each in its own `--out`). `--first-seed S` trains another, independent set of
+seeds on both sides, in its own `--out`; `pool_seed_sets.py` pools such folders into one table.
 
 Stages (`--stage`, each resumable: it skips what is already done, so a long job can simply be restarted):
 
 - run: cleanued trains one process per method with `--num-seeds N` (`algos/<method>.py`, archives every
   `--checkpoint-every` updates); minimax trains one process per seed (`python -m minimax.train`, unmodified,
-  in its own venv, with the shipped config's flags plus the overrides; `--seed=1..N`), stopped at the same
+  in its own venv, with the shipped config's flags plus the overrides; `--seed=S+1..S+N`), stopped at the same
   number of rollouts: a tick is one rollout for DR, PLR and PAIRED (archives every `--checkpoint-every`
   ticks), and an ACCEL replay tick also plays the mutants, so an ACCEL run (archives every
   `--accel-archive-ticks` ticks) stops at the first archive where tick + replay ticks reaches `--rollouts`.

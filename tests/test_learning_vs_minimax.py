@@ -364,7 +364,8 @@ def test_a_report_needs_the_training_logs(monkeypatch, tmp_path):
 
 def test_seed_sets_pool_into_one_table_and_only_of_one_experiment(tmp_path):
     """Two folders of one experiment with other seed sets: every checkpoint over both folders' seeds, and the
-    held-out mean over checkpoints per seed; a folder of another experiment or the same seeds is refused."""
+    held-out mean over checkpoints per seed; folders of another experiment, with seeds in common or evaluated
+    otherwise are refused."""
     experiment = {"seeds": 2, "rollouts": 20, "maze_size": 7}
     rates = {0: {"cleanued": [0.1, 0.2], "minimax": [0.5, 0.6]}, 12: {"cleanued": [0.3, 0.4], "minimax": [0.7, 0.8]}}
     folders = []
@@ -377,21 +378,30 @@ def test_seed_sets_pool_into_one_table_and_only_of_one_experiment(tmp_path):
         records = []
         for side, values in per_side.items():
             for seed, rate in enumerate(values):
-                base = {"side": side, "method": "plr", "seed": seed}
-                records.append(base | {"grid": 20, "kind": "train_levels", "maze": None, "solve_rate": rate})
+                base = {"side": side, "method": "plr", "seed": seed, "eval_seed": 0}
+                training = {"grid": 20, "kind": "train_levels", "maze": None, "episodes": 512, "solve_rate": rate}
+                records.append(base | training)
                 for grid, offset in ((10, 0.0), (20, 0.1)):
-                    records.append(
-                        base | {"grid": grid, "kind": "heldout", "maze": "SixteenRooms", "solve_rate": rate + offset}
-                    )
+                    held_out = {"grid": grid, "kind": "heldout", "maze": "SixteenRooms", "episodes": 200}
+                    records.append(base | held_out | {"solve_rate": rate + offset})
         outputs.write_jsonl(folder / "evaluations.jsonl", records)
         folders.append(folder)
     table = pool_seed_sets.pooled_table(pool_seed_sets.Args(folders=tuple(folders), bootstrap_resamples=200))
     training = next(line for line in table.splitlines() if line.startswith("| training distribution, 20 rollouts"))
-    assert "| 4/4 | 0.250 [" in training and "| **no** | 0.03 |" in training  # exact p of 4 against 4, all apart
+    assert "| 4/4 | 0.250 [" in training and "| **no** | -0.400 [" in training
+    assert "| 0.03 | 1.00 |" in training  # exact p of 4 against 4, all apart; both sides spread alike
     heldout = next(line for line in table.splitlines() if "mean over checkpoints 10-20" in line)
     assert "| 0.300 [" in heldout and "| 0.700 [" in heldout  # (rate + rate + 0.1) / 2 per seed, then the mean
+    (folders[1] / "experiment.json").write_text(json.dumps(experiment | {"first_seed": 1}))
+    with pytest.raises(ConfigError, match=r"seed sets overlap \(first seeds \[0, 1\], 2 seeds each\)"):
+        pool_seed_sets.pooled_table(pool_seed_sets.Args(folders=tuple(folders)))
+    (folders[1] / "experiment.json").write_text(json.dumps(experiment | {"first_seed": 12}))
+    evaluations = folders[1] / "evaluations.jsonl"
+    evaluations.write_text(evaluations.read_text().replace('"episodes": 200', '"episodes": 100'))
+    with pytest.raises(ConfigError, match=r"SixteenRooms evaluations with \(episodes, eval seed\) \(100, 0\)"):
+        pool_seed_sets.pooled_table(pool_seed_sets.Args(folders=tuple(folders)))
     (folders[1] / "experiment.json").write_text(json.dumps(experiment | {"first_seed": 12, "maze_size": 11}))
     with pytest.raises(ConfigError, match="is another experiment than .* \\(maze_size differ\\)"):
         pool_seed_sets.pooled_table(pool_seed_sets.Args(folders=tuple(folders)))
-    with pytest.raises(ConfigError, match="share a seed set"):
+    with pytest.raises(ConfigError, match="seed sets overlap"):
         pool_seed_sets.pooled_table(pool_seed_sets.Args(folders=(folders[0], folders[0])))

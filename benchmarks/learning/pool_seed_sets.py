@@ -3,8 +3,12 @@
 A difference found on one set of 12 seeds a side can be the spread; the same experiment on other seed sets tells.
 For one method, per checkpoint: the training-distribution and held-out solve rates, mean [95% percentile bootstrap
 interval] per side and the two-sided Mann-Whitney U p over all seeds; then each held-out maze's solve rate averaged
-per seed over the checkpoints it was evaluated at (the harness's primary held-out figure). Reads each folder's
-experiment.json and evaluations.jsonl (what `benchmarks/results/learning_vs_minimax_*` keep) and prints Markdown.
+per seed over the checkpoints it was evaluated at (the harness's primary held-out figure). Beside Mann-Whitney's
+p (ranks), each row gives the difference of the means with its interval and a spread test, since a few seeds
+stuck low on one side move the mean and the spread but hardly the ranks. Reads each folder's experiment.json and
+evaluations.jsonl (what `benchmarks/results/learning_vs_minimax_*` keep) and prints Markdown. The evaluation's
+levels and actions depend on the seed's index only, so the i-th seed of every set meets the same ones (common
+random numbers, as between the two sides).
 
     R=benchmarks/results/learning_vs_minimax_7x7_plr_12_seeds
     python benchmarks/learning/pool_seed_sets.py $R ${R}_set2 ${R}_set3
@@ -18,6 +22,7 @@ from typing import Annotated
 
 import numpy as np
 import tyro
+from scipy import stats
 from tyro.conf import Positional
 
 # SCAFFOLDING: put the repo root on sys.path so the script runs as `python benchmarks/learning/pool_seed_sets.py`.
@@ -47,9 +52,9 @@ class Args:
     """Resamples of the bootstrap intervals over seeds."""
 
 
-def read_experiments(folders: tuple[Path, ...]) -> list[dict]:
-    """Each folder's experiment.json; refused unless every setting but the seed set is the same and the seed sets
-    differ."""
+def check_one_experiment(folders: tuple[Path, ...]) -> None:
+    """Refuse folders unless every setting but the seed set is the same and no seed is in two of them (minimax's
+    --seed ranges S+1..S+N must not overlap)."""
     if len(folders) < 2:
         raise ConfigError("give at least two folders to pool")
     experiments = []
@@ -60,50 +65,90 @@ def read_experiments(folders: tuple[Path, ...]) -> list[dict]:
         experiments.append(json.loads(path.read_text()))
     first_seeds = [experiment.pop("first_seed", 0) for experiment in experiments]
     for folder, experiment in zip(folders[1:], experiments[1:], strict=True):
-        differing = sorted(
-            key for key in experiments[0].keys() | experiment.keys() if experiments[0].get(key) != experiment.get(key)
-        )
+        keys = experiments[0].keys() | experiment.keys()
+        differing = sorted(key for key in keys if experiments[0].get(key) != experiment.get(key))
         if differing:
             raise ConfigError(f"{folder} is another experiment than {folders[0]} ({', '.join(differing)} differ)")
-    if len(set(first_seeds)) < len(first_seeds):
-        raise ConfigError(f"the folders share a seed set (first seeds {first_seeds}): each seed would count twice")
-    return experiments
+    seeds = experiments[0]["seeds"]
+    ordered = sorted(first_seeds)
+    if any(later - earlier < seeds for earlier, later in zip(ordered, ordered[1:], strict=False)):
+        raise ConfigError(
+            f"the folders' seed sets overlap (first seeds {first_seeds}, {seeds} seeds each): a seed would count twice"
+        )
 
 
 def pooled_values(folders: tuple[Path, ...], method: str) -> dict:
-    """{(kind or maze, grid, side): {(folder index, seed): solve rate}} over every folder's evaluations."""
-    values = {}
+    """{(kind or maze, grid, side): {(folder index, seed): solve rate}} over every folder's evaluations, refused
+    where a folder holds evaluations made with other settings (episodes, evaluation seed) than the first's."""
+    values, settings = {}, {}
     for index, folder in enumerate(folders):
         for record in read_jsonl(folder / "evaluations.jsonl"):
-            if record["method"] == method:
-                label = "training distribution" if record["kind"] == "train_levels" else record["maze"]
-                values.setdefault((label, record["grid"], record["side"]), {})[index, record["seed"]] = record[
-                    "solve_rate"
-                ]
+            if record["method"] != method:
+                continue
+            label = "training distribution" if record["kind"] == "train_levels" else record["maze"]
+            setting = (record["episodes"], record["eval_seed"])
+            if settings.setdefault(label, setting) != setting:
+                raise ConfigError(
+                    f"{folder} holds {label} evaluations with (episodes, eval seed) {setting}, another folder or "
+                    f"record {settings[label]}: pool folders evaluated alike"
+                )
+            values.setdefault((label, record["grid"], record["side"]), {})[index, record["seed"]] = record["solve_rate"]
     return values
+
+
+def difference_interval(cleanued: list[float], minimax: list[float], resamples: int) -> tuple[float, tuple]:
+    """cleanued's mean minus minimax's, with its 95% percentile bootstrap interval (each side resampled alone)."""
+    a, b = np.asarray(cleanued, np.float64), np.asarray(minimax, np.float64)
+    result = stats.bootstrap(
+        (a, b),
+        lambda x, y, axis: x.mean(axis) - y.mean(axis),
+        n_resamples=resamples,
+        confidence_level=0.95,
+        method="percentile",
+        rng=np.random.default_rng(0),
+    )
+    return float(a.mean() - b.mean()), (float(result.confidence_interval.low), float(result.confidence_interval.high))
+
+
+def spread_p(cleanued: list[float], minimax: list[float]) -> float:
+    """Brown-Forsythe p (Levene's test about the medians): do the sides' seeds spread alike? Mann-Whitney compares
+    ranks, so it hardly sees one side's lower tail; this does."""
+    if np.ptp(cleanued) == 0 and np.ptp(minimax) == 0:
+        return 1.0
+    return float(stats.levene(cleanued, minimax, center="median").pvalue)
 
 
 def row(label: str, per_side: dict, resamples: int) -> str:
     summaries = {side: bootstrap_interval(per_side[side], resamples) for side in SIDES}
-    overlapping = overlap(summaries["cleanued"][1], summaries["minimax"][1])
-    p = mann_whitney_p(per_side["cleanued"], per_side["minimax"])
     cells = [describe(*summaries[side]) for side in SIDES]
     seeds = "/".join(str(len(per_side[side])) for side in SIDES)
-    overlap_cell = "-" if overlapping is None else "yes" if overlapping else "**no**"
-    return f"| {label} | {seeds} | {cells[0]} | {cells[1]} | {overlap_cell} | {'-' if p is None else f'{p:.2f}'} |"
+    if min(len(per_side[side]) for side in SIDES) < 2:
+        return f"| {label} | {seeds} | {cells[0]} | {cells[1]} | - | - | - | - |"
+    overlapping = overlap(summaries["cleanued"][1], summaries["minimax"][1])
+    difference = describe(*difference_interval(per_side["cleanued"], per_side["minimax"], resamples))
+    mann_whitney = mann_whitney_p(per_side["cleanued"], per_side["minimax"])
+    spread = spread_p(per_side["cleanued"], per_side["minimax"])
+    overlap_cell = "yes" if overlapping else "**no**"
+    return (
+        f"| {label} | {seeds} | {cells[0]} | {cells[1]} | {overlap_cell} | {difference} | {mann_whitney:.2f} |"
+        f" {spread:.2f} |"
+    )
 
 
 def pooled_table(args: Args) -> str:
-    read_experiments(args.folders)
+    check_one_experiment(args.folders)
     values = pooled_values(args.folders, args.method)
     if not values:
         raise ConfigError(f"no evaluations of {args.method} in the folders")
     labels = ["training distribution"] + sorted({label for label, _, _ in values} - {"training distribution"})
     lines = [
-        f"{args.method}, {len(args.folders)} seed sets pooled: solve rates, mean [95% bootstrap interval] per side",
+        f"{args.method}, {len(args.folders)} seed sets pooled: solve rates, mean [95% bootstrap interval] per side, the"
+        " difference of the means (cleanued - minimax) with its interval, and the p-values of Mann-Whitney U (ranks)"
+        " and Brown-Forsythe (spread)",
         "",
-        "| quantity | seeds (cleanued/minimax) | cleanued | minimax | intervals overlap | Mann-Whitney p |",
-        "|---|---|---|---|---|---|",
+        "| quantity | seeds (cleanued/minimax) | cleanued | minimax | intervals overlap | difference | Mann-Whitney p"
+        " | spread p |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for label in labels:
         grids = sorted({grid for name, grid, _ in values if name == label})

@@ -203,8 +203,8 @@ class Args:
     seeds: Annotated[int, AT_LEAST_ONE] = 4
     """Seeds per side: one cleanued process vmaps them, minimax runs one process per seed."""
     first_seed: Annotated[int, NON_NEGATIVE] = 0
-    """Seed set: cleanued's seeds are split(key(S), N), minimax's --seed=S+1..S+N; another S gives seeds
-    independent of the default's (to see whether a difference found on one set of seeds is chance)."""
+    """Seed set: cleanued's seeds are split(key(S), N), minimax's --seed=S+1..S+N; sets whose S are at least N apart
+    share no seed (to see whether a difference found on one set of seeds is chance)."""
     rollouts: Annotated[int, AT_LEAST_ONE] = 600
     """Rollouts (of --num-envs x --num-steps) per run: cleanued updates; minimax ticks (ACCEL: ticks + replay ticks)."""
     maze_size: Annotated[int, Range(2, 101)] = 7

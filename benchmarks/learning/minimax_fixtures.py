@@ -97,29 +97,49 @@ def meta(**extra) -> np.ndarray:
 # Level buffer
 
 
-def level_pool(count: int, seed: int):
-    """`count` distinct 5x5 levels from minimax's own generator (walls, goal, start; the direction is kept),
-    plus, last, a copy of level 1 turned to another direction (equal under minimax's comparator)."""
-    env, _ = envs.make("Maze", env_kwargs=dict(height=5, width=5, n_walls=4, replace_wall_pos=True))
-    _, states = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(seed), 4 * count))
+def distinct_levels(count: int, seed: int, size: int, n_walls: int, draws: int):
+    """The first `count` distinct levels (walls, goal, start) among `draws` from minimax's own generator, as its
+    `EnvState`s."""
+    env, _ = envs.make("Maze", env_kwargs=dict(height=size, width=size, n_walls=n_walls, replace_wall_pos=True))
+    _, states = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(seed), draws))
+    walls, goals, starts = (np.asarray(x) for x in (states.wall_map, states.goal_pos, states.agent_pos))
     seen, keep = set(), []
-    for i in range(4 * count):
-        key = (
-            np.asarray(states.wall_map[i]).tobytes(),
-            tuple(np.asarray(states.goal_pos[i])),
-            tuple(np.asarray(states.agent_pos[i])),
-        )
+    for i in range(draws):
+        key = (walls[i].tobytes(), goals[i].tobytes(), starts[i].tobytes())
         if key not in seen:
             seen.add(key)
             keep.append(i)
-    keep = np.array(keep[:count] + [keep[1]])
-    pool = jax.tree_util.tree_map(lambda x: x[keep], states)
+    assert len(keep) >= count, f"only {len(keep)} distinct levels"
+    return take(states, keep[:count])
+
+
+def level_pool(count: int, seed: int):
+    """`count` distinct 5x5 levels from minimax's own generator (walls, goal, start; the direction is kept),
+    plus, last, a copy of level 1 turned to another direction (equal under minimax's comparator)."""
+    pool = take(distinct_levels(count, seed, size=5, n_walls=4, draws=4 * count), list(range(count)) + [1])
     turned = (int(pool.agent_dir_idx[1]) + 1) % 4
-    pool = pool.replace(
+    return pool.replace(
         agent_dir=pool.agent_dir.at[count].set(DIR_TO_VEC[turned].astype(pool.agent_dir.dtype)),
         agent_dir_idx=pool.agent_dir_idx.at[count].set(turned),
     )
-    return pool
+
+
+def plr_manager(example_level, capacity: int, temperature: float, staleness_coef: float, replay_prob: float):
+    """minimax's PLRManager as its PLR runner makes it for the maze (MaxMC, rank, Robust PLR, force_unique)."""
+    return PLRManager(
+        example_level=example_level,
+        ued_score=UEDScore.MAX_MC,
+        replay_prob=replay_prob,
+        buffer_size=capacity,
+        staleness_coef=staleness_coef,
+        temp=temperature,
+        min_fill_ratio=0.5,
+        use_score_ranks=True,
+        use_robust_plr=True,
+        use_parallel_eval=False,
+        comparator_fn=envs.get_comparator("Maze"),
+        n_devices=1,
+    )
 
 
 def take(tree, index):
@@ -182,21 +202,11 @@ def record_buffer(out: Path) -> None:
     capacity, batch, temperature, staleness_coef = 8, 4, 0.3, 0.3
     pool_size = 20
     pool = level_pool(pool_size, seed=7)
-    common = dict(
-        example_level=take(pool, 0),
-        ued_score=UEDScore.MAX_MC,
-        buffer_size=capacity,
-        staleness_coef=staleness_coef,
-        temp=temperature,
-        min_fill_ratio=0.5,
-        use_score_ranks=True,
-        use_robust_plr=True,
-        use_parallel_eval=False,
-        comparator_fn=envs.get_comparator("Maze"),
-        n_devices=1,
-    )
     # `sample` decides replay by `replay_prob > uniform`: 1.0 always replays (once warm), 0.0 never does.
-    managers = {"replay": PLRManager(replay_prob=1.0, **common), "new": PLRManager(replay_prob=0.0, **common)}
+    managers = {
+        kind: plr_manager(take(pool, 0), capacity, temperature, staleness_coef, replay_prob)
+        for kind, replay_prob in (("replay", 1.0), ("new", 0.0))
+    }
     buffer = managers["new"].reset()
     cycles = scripted_cycles(np.random.default_rng(11), pool_size, num_random=30)
     data = {
@@ -255,21 +265,6 @@ def record_buffer(out: Path) -> None:
     np.savez_compressed(out / "minimax_plr_buffer.npz", **data)
 
 
-def distinct_levels(count: int, seed: int, size: int, n_walls: int):
-    """`count` distinct levels (walls, goal, start) from minimax's own generator, as its `EnvState`s."""
-    env, _ = envs.make("Maze", env_kwargs=dict(height=size, width=size, n_walls=n_walls, replace_wall_pos=True))
-    _, states = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(seed), 2 * count))
-    walls, goals, starts = (np.asarray(x) for x in (states.wall_map, states.goal_pos, states.agent_pos))
-    seen, keep = set(), []
-    for i in range(2 * count):
-        key = (walls[i].tobytes(), goals[i].tobytes(), starts[i].tobytes())
-        if key not in seen:
-            seen.add(key)
-            keep.append(i)
-    assert len(keep) >= count, f"only {len(keep)} distinct levels"
-    return take(states, keep[:count])
-
-
 def record_buffer_shipped_size(out: Path) -> None:
     """The buffer at the shipped size, as `PLRRunner.run` drives it: 4,000 slots, 32 levels a cycle, replay
     decided by `sample` with probability 0.5 once half full, long enough to fill the buffer and evict. Levels
@@ -277,27 +272,14 @@ def record_buffer_shipped_size(out: Path) -> None:
     one another within a batch; scores are random (a few tied, a few -inf: no finished episode)."""
     capacity, batch, temperature, staleness_coef, replay_prob = 4000, 32, 0.3, 0.3, 0.5
     num_cycles = 330
-    pool = distinct_levels(6800, seed=13, size=7, n_walls=8)
+    pool = distinct_levels(6800, seed=13, size=7, n_walls=8, draws=2 * 6800)
     pool_keys = {
         (w.tobytes(), g.tobytes(), a.tobytes()): i
         for i, (w, g, a) in enumerate(
             zip(np.asarray(pool.wall_map), np.asarray(pool.goal_pos), np.asarray(pool.agent_pos), strict=True)
         )
     }
-    mgr = PLRManager(
-        example_level=take(pool, 0),
-        ued_score=UEDScore.MAX_MC,
-        replay_prob=replay_prob,
-        buffer_size=capacity,
-        staleness_coef=staleness_coef,
-        temp=temperature,
-        min_fill_ratio=0.5,
-        use_score_ranks=True,
-        use_robust_plr=True,
-        use_parallel_eval=False,
-        comparator_fn=envs.get_comparator("Maze"),
-        n_devices=1,
-    )
+    mgr = plr_manager(take(pool, 0), capacity, temperature, staleness_coef, replay_prob)
     sample = jax.jit(partial(mgr.sample, n=batch))
     dedupe = jax.jit(mgr.dedupe_levels)
     update = jax.jit(partial(mgr.update, ignore_val=-jnp.inf))

@@ -1,0 +1,113 @@
+"""benchmarks/learning/generator_comparison.py on cleanued's own generator: two independent draws pass, a
+deliberately changed generator is flagged on the statistic it changes, and each statistic is what its name says.
+Nothing here runs minimax."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from benchmarks.learning import generator_comparison as comparison
+from common.errors import ConfigError
+from envs.levels import sample_cell, sample_dr_level
+from envs.maze import make_level
+
+LEVELS = 20_000
+SIZE, WALLS = 7, 8
+
+
+def statistics_of(generator=sample_dr_level, seed=0) -> dict:
+    return comparison.level_statistics(comparison.cleanued_levels(SIZE, WALLS, LEVELS, seed, generator))
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return statistics_of(seed=0)
+
+
+def flagged(rows: list[dict]) -> set[str]:
+    return {row["statistic"] for row in rows if row["flagged"]}
+
+
+def test_two_draws_of_one_generator_are_not_flagged(reference):
+    rows = comparison.compare(reference, statistics_of(seed=1), tests=len(comparison.STATISTICS))
+    assert flagged(rows) == set()
+    assert [row["statistic"] for row in rows] == list(comparison.STATISTICS)
+
+
+def walls_without_replacement(rng, height, width, n_walls):
+    """The generator with distinct wall cells (what `maze_replace_wall_pos=False` would draw)."""
+    level = sample_dr_level(rng, height, width, n_walls)
+    cells = jax.random.choice(jax.random.fold_in(rng, 1), height * width, (n_walls,), replace=False)
+    walls = jnp.zeros(height * width, bool).at[cells].set(True)
+    agent = sample_cell(jax.random.fold_in(rng, 2), ~walls)
+    goal = sample_cell(jax.random.fold_in(rng, 3), ~walls & (jnp.arange(height * width) != agent))
+    to_pos = lambda cell: jnp.stack([cell % width, cell // width])  # noqa: E731
+    return make_level(walls.reshape(height, width), to_pos(goal), to_pos(agent), level.agent_dir)
+
+
+def start_facing_right(rng, height, width, n_walls):
+    return sample_dr_level(rng, height, width, n_walls).replace(agent_dir=jnp.int32(0))
+
+
+def goal_next_to_the_agent_more_often(rng, height, width, n_walls):
+    """One level in four keeps its goal but starts the agent on the goal's free neighbour (where there is one)."""
+    level = sample_dr_level(rng, height, width, n_walls)
+    moved = level.goal_pos + jnp.array([1, 0])
+    free = (moved[0] < width) & ~level.wall_map[level.goal_pos[1], jnp.minimum(moved[0], width - 1)]
+    move = free & (jax.random.uniform(jax.random.fold_in(rng, 7)) < 0.25)
+    return level.replace(agent_pos=jnp.where(move, moved, level.agent_pos))
+
+
+@pytest.mark.parametrize(
+    "generator, expected",
+    [
+        (walls_without_replacement, "walls"),
+        (start_facing_right, "agent_dir"),
+        (goal_next_to_the_agent_more_often, "agent_goal_distance"),
+    ],
+)
+def test_a_changed_generator_is_flagged_on_what_it_changes(reference, generator, expected):
+    rows = comparison.compare(reference, statistics_of(generator, seed=1), tests=len(comparison.STATISTICS))
+    assert expected in flagged(rows)
+    if expected == "agent_dir":  # only the direction changed
+        assert flagged(rows) == {"agent_dir"}
+
+
+def test_statistics_are_what_they_say_on_a_hand_made_level():
+    text_walls = np.array([[0, 1, 0], [0, 1, 0], [0, 0, 0]], bool)  # a wall down the middle, open at the bottom
+    levels = {
+        "walls": text_walls[None],
+        "agent_pos": np.array([[0, 0]]),  # (x, y): top left
+        "goal_pos": np.array([[2, 0]]),  # top right: round the wall, 6 moves
+        "agent_dir": np.array([3]),
+    }
+    measured = comparison.level_statistics(levels)
+    assert {name: int(values[0]) for name, values in measured.items()} == {
+        "walls": 2,
+        "solvable": 1,
+        "shortest_path": 6,
+        "agent_goal_distance": 2,
+        "agent_dir": 3,
+        "agent_cell": 0,
+        "goal_cell": 2,
+    }
+    levels["walls"] = np.array([[[0, 1, 0], [0, 1, 0], [0, 1, 0]]], bool)
+    assert comparison.level_statistics(levels)["solvable"][0] == 0
+
+
+def test_homogeneity_pools_rare_values_and_needs_two_bins():
+    rng = np.random.default_rng(0)
+    same = rng.integers(0, 5, 5000), rng.integers(0, 5, 5000)
+    assert comparison.homogeneity_p(*same) > 0.01
+    shifted = rng.integers(0, 5, 5000), rng.integers(1, 6, 5000)
+    assert comparison.homogeneity_p(*shifted) < 1e-6
+    assert comparison.homogeneity_p(np.zeros(100), np.zeros(100)) == 1.0
+    # Values seen fewer than MIN_BIN times on both sides together share one bin, so single outliers do not decide.
+    assert comparison.homogeneity_p(np.r_[np.zeros(500), 7], np.r_[np.zeros(500), 9]) == 1.0
+
+
+@pytest.mark.parametrize("text", ["13", "13:x", "1:0", "5:24"])
+def test_bad_configurations_are_refused_in_one_line(text):
+    with pytest.raises(ConfigError, match="--configurations"):
+        comparison.parse_configuration(text)

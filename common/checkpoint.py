@@ -78,7 +78,7 @@ def save(path: Path, state, update: int, config: dict) -> Path:
     return path
 
 
-def _read_payload(path: Path) -> dict:
+def read_payload(path: Path) -> dict:
     data = path.read_bytes()
     header = len(MAGIC) + 65
     if not data.startswith(MAGIC) or len(data) < header:
@@ -91,7 +91,7 @@ def _read_payload(path: Path) -> dict:
 
 def load(path: Path, template) -> tuple[object, int, dict]:
     """(state shaped like `template`, update, saved config). `template` may hold ShapeDtypeStructs."""
-    payload = _read_payload(path)
+    payload = read_payload(path)
     host_template = jax.tree.map(lambda leaf: np.zeros(_host_shape(leaf), np.uint32), template)
     try:
         host_state = serialization.from_state_dict(host_template, payload["state"])

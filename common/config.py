@@ -103,6 +103,8 @@ class RunConfig:
     """Continue the run folder from its newest checkpoint with its saved config (run length, logging may change)."""
     overwrite: bool = False
     """Delete an existing run folder of the same name and start over."""
+    init_from: Annotated[str | None, unset_means("fresh parameters")] = None
+    """Start the networks from a checkpoint's or an .npz's params/... (one seed's, or per seed); fresh optimizer."""
     total_updates: Annotated[int, AT_LEAST_ONE] = 30_000
     """Stop after this many updates (what an update is: the script's docstring)."""
     total_student_updates: Annotated[int | None, AT_LEAST_ONE, unset_means("no limit")] = None
@@ -138,8 +140,9 @@ class RunConfig:
 NAME_MAX, PATH_MAX = 255, 4096
 """Linux's limits on a file name and a whole path, in bytes; a run folder's own files add up to ~80 bytes."""
 
-FIXED_RUN_FIELDS = ("seed", "num_seeds")
-"""RunConfig fields that define the experiment: a resumed run keeps them. Every other RunConfig field (run
+FIXED_RUN_FIELDS = ("seed", "num_seeds", "init_from")
+"""RunConfig fields that define the experiment: a resumed run keeps them (and never reads --init-from again: its
+checkpoint holds the parameters). Every other RunConfig field (run
 length, logging, evaluation, placement) may change on resume."""
 
 

@@ -12,6 +12,7 @@ A script is a module with `Config`, `make_train(config)` and `HEADLINE_METRICS`,
 
 import operator
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import NamedTuple
 
 import jax
@@ -20,6 +21,7 @@ import jax.numpy as jnp
 from common.config import RunConfig
 from common.devices import Placement, map_seeds, vmap_seeds
 from common.errors import ConfigError
+from common.init_from import read_parameters, with_parameters
 
 FINITE_METRIC = "health/finite"
 """Metric key of the per-update health check the driver stops on."""
@@ -66,6 +68,8 @@ def over_seeds(
     chunk = vmap_seeds(step)
     step_seeds = chunk if before_step is None else lambda runner: chunk(before_step(runner))
     init_seeds, evaluate_seeds = map_seeds(init), jax.vmap(evaluate)
+    if config.run.init_from is not None and not config.run.resume:  # a resume restores its parameters
+        init_seeds = starting_from(init_seeds, config.run)
     student_updates = operator.attrgetter("student_updates")
     return BatchedOverSeeds(
         init=init_seeds,
@@ -77,6 +81,14 @@ def over_seeds(
         policies=policies,
         placement=placement,
     )
+
+
+def starting_from(init_seeds: Callable, run: RunConfig) -> Callable:
+    """`init_seeds` with every network's parameters taken from --init-from (common/init_from.py), read and checked
+    here, before any run folder is made."""
+    rngs = jax.ShapeDtypeStruct((run.num_seeds,), jax.random.key(0).dtype)
+    parameters = read_parameters(Path(run.init_from), jax.eval_shape(init_seeds, rngs), run.num_seeds)
+    return lambda rngs: with_parameters(init_seeds(rngs), parameters)
 
 
 def chunks_before_stop(run: RunConfig, env_steps_per_update: int) -> int:

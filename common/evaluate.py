@@ -177,6 +177,7 @@ def load_run(run_dir: Path, checkpoint: Path | None) -> LoadedRun:
     config = with_flags(
         config_from_saved(module.Config, saved["config"], run_dir),
         resume=False,
+        init_from=None,  # the checkpoint holds the parameters
         num_devices=None,
         shard_envs=False,
         coordinator_address=None,

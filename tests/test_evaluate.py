@@ -61,7 +61,7 @@ def test_a_checkpoint_pruned_while_it_is_read_is_replaced_by_the_next_newest(tmp
     _, state, make = zero_run
     run_dir = make(tmp_path / "training", (2, 4))
     directory = run_dir / "checkpoints"
-    read_payload, reads = checkpoint._read_payload, []
+    original_read, reads = checkpoint.read_payload, []
 
     def training_goes_on(path):
         """The training process saves two newer checkpoints and prunes to 2 (as the driver does) just as
@@ -71,9 +71,9 @@ def test_a_checkpoint_pruned_while_it_is_read_is_replaced_by_the_next_newest(tmp
             for update in (6, 8):
                 checkpoint.save(checkpoint.checkpoint_path(directory, update), state, update, {})
             checkpoint.prune(directory, keep=2)
-        return read_payload(path)
+        return original_read(path)
 
-    monkeypatch.setattr(checkpoint, "_read_payload", training_goes_on)
+    monkeypatch.setattr(checkpoint, "read_payload", training_goes_on)
     update = load_run(run_dir, None).update
     assert reads[0] == "update_00000004.msgpack" and update == 8, reads
 

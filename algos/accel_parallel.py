@@ -498,7 +498,16 @@ def chunk_end_metrics(buffer: level_buffer.LevelBuffer, settings: dict, num_upda
     which the logs skip): the replay distribution takes a sort of the buffer, once per chunk rather than per update."""
     probs = level_buffer.replay_probabilities(buffer, **settings)
     at_end = lambda value: jnp.full(num_updates, jnp.nan).at[-1].set(value)  # noqa: E731
-    return {"buffer/weighted_staleness": at_end((probs * buffer.ages).sum())}
+    filled_scores = jnp.where(buffer.filled, buffer.scores, jnp.nan)
+    quantiles = jnp.nanquantile(filled_scores, jnp.array([0.1, 0.5, 0.9]))
+    return {
+        "buffer/weighted_staleness": at_end((probs * buffer.ages).sum()),
+        # minimax's plr/weighted_ued_score: the scores (empty slots 0) under the replay distribution
+        "buffer/weighted_score": at_end((probs * jnp.where(buffer.filled, buffer.scores, 0.0)).sum()),
+        "buffer/top_replay_probability": at_end(probs.max()),
+        "buffer/replay_entropy": at_end(-jnp.sum(jnp.where(probs > 0, probs * jnp.log(probs), 0.0))),
+        **{f"buffer/score_q{q}": at_end(value) for q, value in zip((10, 50, 90), quantiles, strict=True)},
+    }
 
 
 # copied from algos/accel.py:mutation_parents

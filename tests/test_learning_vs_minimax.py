@@ -347,6 +347,27 @@ def test_another_seed_set_trains_other_seeds_and_keeps_to_its_own_out(monkeypatc
         run.check_existing_runs(dataclasses.replace(args, first_seed=0), settings)
 
 
+def test_same_init_starts_cleanued_from_minimax_initial_parameters_and_keeps_minimax_as_it_was(monkeypatch, tmp_path):
+    """--same-init: cleanued's run reads the stacked minimax initial parameters with --init-from; minimax's training
+    command is unchanged (its initial-only run writes checkpoint_0.pkl under init/ and stops before any update), so
+    minimax's runs of an --out without the flag stay comparable; PAIRED is refused."""
+    monkeypatch.setattr(config, "minimax_shipped", lambda method, venv: {"lr_anneal_steps": 0})
+    args = config.Args(methods=("dr",), seeds=2, rollouts=20, checkpoint_every=10, out=tmp_path, same_init=True)
+    settings = config.method_settings(args)
+    jobs = run.make_jobs(args, settings)
+    cleanued = jobs[0].command
+    assert cleanued[cleanued.index("--init-from") + 1] == str(tmp_path / "init" / "minimax_dr.npz")
+    plain = dataclasses.replace(args, same_init=False)
+    assert "--init-from" not in run.make_jobs(plain, config.method_settings(plain))[0].command
+    assert jobs[1].command == run.minimax_command(plain, "dr", 1, settings["dr"]["minimax"])
+    initial = run.minimax_command(args, "dr", 1, settings["dr"]["minimax"], initial_only=True)
+    assert {"--archive_init_checkpoint=True", "--n_total_updates=0", f"--log_dir={tmp_path / 'init'}"} <= set(initial)
+    assert outputs.experiment_settings(args)["same_init"] is True
+    assert "same_init" not in outputs.experiment_settings(plain)  # as in folders from before the flag
+    with pytest.raises(ConfigError, match="--same-init covers the student alone"):
+        config.Args(methods=("paired",), same_init=True)
+
+
 def test_a_report_needs_the_training_logs(monkeypatch, tmp_path):
     """A kept results folder (evaluations and reports, no runs) is not reported again: the curriculum and the
     counts would come out empty, and other flags would relabel it."""

@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from algos import plr
+from common import level_buffer
 from common.config import with_flags
 from common.errors import ConfigError
+from envs.levels import sample_dr_level
 from tests.states import assert_states_close, newest_state, run_script
 
 TINY = dict(
@@ -128,3 +130,28 @@ def test_the_budget_counts_student_updates(tmp_path, capsys):
     state = newest_state(plr, config, run_dir)
     np.testing.assert_array_equal(state.student_updates, [int(row["student_updates"]) for row in last])
     assert (state.student_updates < state.update).all(), "Robust PLR steps only on replay updates"
+
+
+def test_chunk_end_metrics_describe_the_replay_distribution_as_plain_numpy_does():
+    """The buffer statistics logged at a chunk's end, against numpy on a hand-filled buffer (slots 0-4 filled)."""
+    buffer = level_buffer.empty_buffer(sample_dr_level(jax.random.key(0), 5, 5, 3), 8)
+    scores = np.array([0.5, -0.2, 0.9, 0.1, 0.3, 0, 0, 0], np.float32)
+    ages = np.array([3, 0, 7, 1, 2, 0, 0, 0], np.int32)
+    filled = np.arange(8) < 5
+    buffer = buffer.replace(scores=scores, ages=ages, filled=filled)
+    settings = dict(temperature=0.3, staleness_coef=0.3, prioritization="rank", ties="shared")
+    metrics = jax.tree.map(np.asarray, plr.chunk_end_metrics(buffer, settings, num_updates=3))
+    probs = np.asarray(level_buffer.replay_probabilities(buffer, **settings))
+    assert all(np.isnan(values[:2]).all() for values in metrics.values()), "only the chunk's last update has a value"
+    expected = {
+        "buffer/weighted_staleness": (probs * ages).sum(),
+        "buffer/weighted_score": (probs * np.where(filled, scores, 0)).sum(),
+        "buffer/top_replay_probability": probs.max(),
+        "buffer/replay_entropy": -(probs[probs > 0] * np.log(probs[probs > 0])).sum(),
+        "buffer/score_q10": np.quantile(scores[:5], 0.1),
+        "buffer/score_q50": 0.3,
+        "buffer/score_q90": np.quantile(scores[:5], 0.9),
+    }
+    assert set(metrics) == set(expected)
+    for key, value in expected.items():
+        np.testing.assert_allclose(metrics[key][-1], value, rtol=1e-5, err_msg=key)

@@ -205,6 +205,9 @@ class Args:
     first_seed: Annotated[int, NON_NEGATIVE] = 0
     """Seed set: cleanued's seeds are split(key(S), N), minimax's --seed=S+1..S+N; sets whose S are at least N apart
     share no seed (to see whether a difference found on one set of seeds is chance)."""
+    same_init: bool = False
+    """Start cleanued's seed i from minimax's initial parameters of seed i (minimax's init checkpoint, converted, given
+    to cleanued with --init-from), so the sides differ in everything but where they start."""
     rollouts: Annotated[int, AT_LEAST_ONE] = 600
     """Rollouts (of --num-envs x --num-steps) per run: cleanued updates; minimax ticks (ACCEL: ticks + replay ticks)."""
     maze_size: Annotated[int, Range(2, 101)] = 7
@@ -286,6 +289,10 @@ class Args:
                     "--log-interval)",
                 ),
                 *[(name not in HELDOUT_MAZES, f"unknown held-out maze {name!r}") for name in self.heldout_mazes],
+                (
+                    self.same_init and "paired" in self.methods,
+                    "--same-init covers the student alone: PAIRED's teacher and antagonist would still start apart",
+                ),
                 *diagnostic_problems(self),
                 (
                     self.heldout_from is not None and not 1 <= self.heldout_from <= self.rollouts,
@@ -376,7 +383,13 @@ def cleanued_run_settings(args: Args, method: str) -> dict:
         "screenshot_interval": 0,
         "checkpoint_interval": args.checkpoint_every,
         "archive_interval": args.checkpoint_every,
+        **({"init_from": initial_parameters_path(args, method)} if args.same_init else {}),
     }
+
+
+def initial_parameters_path(args: Args, method: str) -> Path:
+    """--same-init: the minimax initial parameters of every seed, stacked in seed order, that cleanued starts from."""
+    return args.out / "init" / f"minimax_{method}.npz"
 
 
 def minimax_shipped(method: str, venv: Path) -> dict:

@@ -13,7 +13,7 @@ from common import checkpoint as checkpoints
 
 EXPERIMENT_FIELDS = (
     "seeds", "rollouts", "maze_size", "n_walls", "max_steps", "num_envs", "num_steps", "lstm_size", "match_deviations",
-    "checkpoint_every", "accel_archive_ticks", "diagnostic", "first_seed",
+    "checkpoint_every", "accel_archive_ticks", "diagnostic", "first_seed", "same_init",
 )  # fmt: skip
 
 
@@ -22,7 +22,7 @@ def experiment_settings(args: Args) -> dict:
     added; the evaluation's settings may change, since each evaluation record carries them and the report picks
     the records of its own."""
     values = {field: getattr(args, field) for field in EXPERIMENT_FIELDS}
-    for field, default in (("diagnostic", ()), ("first_seed", 0)):
+    for field, default in (("diagnostic", ()), ("first_seed", 0), ("same_init", False)):
         if values[field] == default:  # as in the folders written before the flag existed
             del values[field]
     return json.loads(json.dumps(values))  # as read back: tuples are lists

@@ -3,6 +3,7 @@ them, `--jobs` at once. cleanued resumes an interrupted run; minimax starts over
 archive where it has played `--rollouts` rollouts. Every finished process is recorded in jobs.jsonl.
 """
 
+import io
 import json
 import os
 import shlex
@@ -11,8 +12,11 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from benchmarks.learning.learning_vs_minimax_config import (
     LOG_INTERVAL,
@@ -20,6 +24,7 @@ from benchmarks.learning.learning_vs_minimax_config import (
     Args,
     cleanued_run_settings,
     cli_flags,
+    initial_parameters_path,
     same,
 )
 from benchmarks.learning.learning_vs_minimax_outputs import (
@@ -49,11 +54,13 @@ def cleanued_command(args: Args, method: str, settings: dict) -> list[str]:
     return [sys.executable, f"algos/{method}.py", *cli_flags(run), *cli_flags(settings)]
 
 
-def minimax_command(args: Args, method: str, seed: int, settings: dict) -> list[str]:
+def minimax_command(args: Args, method: str, seed: int, settings: dict, initial_only: bool = False) -> list[str]:
+    """minimax's training command for one seed; `initial_only`: the run that only writes its initial parameters
+    (checkpoint_0.pkl, before any update) under init/, for --same-init."""
     run = {
         "seed": seed,
         "xpid": minimax_xpid(method, seed),
-        "log_dir": args.out / "minimax",
+        "log_dir": args.out / ("init" if initial_only else "minimax"),
         "log_interval": 1,
         "verbose": False,
         "from_last_checkpoint": False,  # a rerun never resumes: the checkpoint lacks the PLR buffer
@@ -65,10 +72,14 @@ def minimax_command(args: Args, method: str, seed: int, settings: dict) -> list[
         "test_env_names": None,  # no in-training evaluation: the evaluate stage evaluates both sides alike
         "test_interval": 0,
     }
+    if initial_only:  # minimax initialises from --seed alone, so these are the parameters its training run starts from
+        run |= {"archive_init_checkpoint": True, "n_total_updates": 0}
     flags = [f"--{key}={value}" for key, value in {**settings, **run}.items() if value is not None]
     return [str(args.minimax_venv / "bin" / "python"), "-m", "minimax.train", *flags]
 
 
+CONVERTER = "minimax_checkpoint_params.py"
+"""The worker, run in minimax's venv, that turns its checkpoints into cleanued's parameter tree."""
 ENVIRONMENT_SET = {"WANDB_MODE": "disabled", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
 """Set for every training process: no wandb; GPU memory on demand, as several processes may share one GPU."""
 MINIMAX_ENVIRONMENT = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "LD_LIBRARY_PATH", "OMP_NUM_THREADS")
@@ -246,6 +257,46 @@ def check_existing_runs(args: Args, settings: dict) -> None:
         raise ConfigError(f"{args.out} holds no training logs of {' '.join(args.methods)}: nothing to report from")
 
 
+def prepare_initial_parameters(args: Args, method: str, settings: dict) -> None:
+    """--same-init: minimax's initial parameters of every seed (an initial-only run per seed, `--jobs` at once, each
+    converted to cleanued's tree), stacked in seed order into the file cleanued's --init-from reads."""
+    target = initial_parameters_path(args, method)
+    if target.is_file():
+        return
+    seeds = list(minimax_seeds(args))
+    commands = [minimax_command(args, method, seed, settings[method]["minimax"], initial_only=True) for seed in seeds]
+    print(f"run: minimax's initial parameters of {len(seeds)} seeds for --same-init", flush=True)
+    for seed in seeds:
+        shutil.rmtree(args.out / "init" / minimax_xpid(method, seed), ignore_errors=True)
+    with ThreadPoolExecutor(args.jobs) as pool:
+        runs = list(
+            pool.map(
+                lambda command: subprocess.run(
+                    command, cwd=REPO_ROOT, env=job_environment("minimax"), capture_output=True, text=True
+                ),
+                commands,
+            )
+        )
+    for seed, result in zip(seeds, runs, strict=True):
+        if result.returncode != 0:
+            raise SystemExit(f"run: minimax's initial-only run of seed {seed} failed: {result.stderr.strip()[-500:]}")
+    converted = [args.out / "init" / minimax_xpid(method, seed) / "initial.npz" for seed in seeds]
+    pairs = []
+    for seed, path in zip(seeds, converted, strict=True):
+        pairs += [str(minimax_archive(args.out / "init" / minimax_xpid(method, seed), 0)), str(path)]
+    worker = [str(args.minimax_venv / "bin" / "python"), str(REPO_ROOT / "benchmarks" / "learning" / CONVERTER)]
+    subprocess.run([*worker, "convert", *pairs], check=True, env=job_environment("minimax"), stdout=subprocess.DEVNULL)
+    stacked = {}
+    for path in converted:
+        with np.load(path) as data:
+            for key in data.files:
+                if key.startswith("params/"):
+                    stacked.setdefault(key, []).append(data[key])
+    buffer = io.BytesIO()
+    np.savez(buffer, **{key: np.stack(values) for key, values in stacked.items()}, minimax_seeds=np.array(seeds))
+    checkpoints.write_atomic(target, buffer.getvalue())
+
+
 def run_stage(args: Args, settings: dict) -> None:
     pending = [
         job
@@ -254,6 +305,9 @@ def run_stage(args: Args, settings: dict) -> None:
             cleanued_done(args, job.method) if job.side == "cleanued" else minimax_done(args, job.method, job.seeds[0])
         )
     ]
+    if args.same_init:
+        for method in {job.method for job in pending if job.side == "cleanued"}:
+            prepare_initial_parameters(args, method, settings)
     print(f"run: {len(pending)} training processes to run, {args.jobs} at once", flush=True)
     running, failed = [], []
     # A SIGTERM to this process (not only Ctrl+C, which the children get too) stops the children below.

@@ -6,6 +6,7 @@ Nothing here trains, evaluates or runs minimax."""
 import dataclasses
 import json
 import math
+import shlex
 from pathlib import Path
 
 import pytest
@@ -366,6 +367,23 @@ def test_same_init_starts_cleanued_from_minimax_initial_parameters_and_keeps_min
     assert "same_init" not in outputs.experiment_settings(plain)  # as in folders from before the flag
     with pytest.raises(ConfigError, match="--same-init covers the student alone"):
         config.Args(methods=("paired",), same_init=True)
+
+
+def test_minimax_runs_through_the_logging_trainer_and_earlier_runs_of_minimax_train_still_count(monkeypatch, tmp_path):
+    monkeypatch.setattr(config, "minimax_shipped", lambda method, venv: {"lr_anneal_steps": 0})
+    args = config.Args(methods=("dr",), seeds=1, rollouts=20, checkpoint_every=10, out=tmp_path)
+    settings = config.method_settings(args)
+    command = run.minimax_command(args, "dr", 1, settings["dr"]["minimax"])
+    assert command[1].endswith("benchmarks/learning/minimax_train.py")
+    directory = outputs.minimax_dir(tmp_path, "dr", 1)
+    directory.mkdir(parents=True)
+    earlier = [command[0], "-m", "minimax.train", *command[2:]]
+    (directory / "stopped.json").write_text(json.dumps({"target": 20, "command": shlex.join(earlier)}))
+    run.check_existing_runs(args, settings)  # the same flags: the same run
+    other = [*earlier[:-1], "--seed=9"]
+    (directory / "stopped.json").write_text(json.dumps({"target": 20, "command": shlex.join(other)}))
+    with pytest.raises(ConfigError, match="trained by another command"):
+        run.check_existing_runs(args, settings)
 
 
 def test_a_report_needs_the_training_logs(monkeypatch, tmp_path):

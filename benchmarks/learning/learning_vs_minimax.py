@@ -14,11 +14,12 @@ seeds on both sides, in its own `--out`; `pool_seed_sets.py` pools such folders 
 Stages (`--stage`, each resumable: it skips what is already done, so a long job can simply be restarted):
 
 - run: cleanued trains one process per method with `--num-seeds N` (`algos/<method>.py`, archives every
-  `--checkpoint-every` updates); minimax trains one process per seed (`python -m minimax.train`, unmodified,
-  in its own venv, with the shipped config's flags plus the overrides; `--seed=S+1..S+N`), stopped at the same
-  number of rollouts: a tick is one rollout for DR, PLR and PAIRED (archives every `--checkpoint-every`
-  ticks), and an ACCEL replay tick also plays the mutants, so an ACCEL run (archives every
-  `--accel-archive-ticks` ticks) stops at the first archive where tick + replay ticks reaches `--rollouts`.
+  `--checkpoint-every` updates); minimax trains one process per seed (`minimax.train`, unmodified, through
+  minimax_train.py, which only logs more of its buffer; in its own venv, with the shipped config's flags
+  plus the overrides; `--seed=S+1..S+N`), stopped at the same number of rollouts: a tick is one rollout for DR,
+  PLR and PAIRED (archives every `--checkpoint-every` ticks), and an ACCEL replay tick also plays the mutants, so
+  an ACCEL run (archives every `--accel-archive-ticks` ticks) stops at the first archive where tick + replay ticks
+  reaches `--rollouts`.
   `--jobs` processes run at once. An interrupted cleanued run resumes exactly (`--resume`); an interrupted
   minimax run starts over, because its checkpoints do not hold the PLR buffer.
 - evaluate: every minimax checkpoint on the grid of `--checkpoint-every` rollouts is converted to cleanued's

@@ -75,9 +75,17 @@ def minimax_command(args: Args, method: str, seed: int, settings: dict, initial_
     if initial_only:  # minimax initialises from --seed alone, so these are the parameters its training run starts from
         run |= {"archive_init_checkpoint": True, "n_total_updates": 0}
     flags = [f"--{key}={value}" for key, value in {**settings, **run}.items() if value is not None]
-    return [str(args.minimax_venv / "bin" / "python"), "-m", "minimax.train", *flags]
+    return [str(args.minimax_venv / "bin" / "python"), str(REPO_ROOT / "benchmarks" / "learning" / TRAINER), *flags]
 
 
+def minimax_flags(command: str) -> list[str]:
+    """The flags of a minimax training command line: what defines its run, whichever program ran it (runs made
+    before the harness ran minimax through TRAINER ran `python -m minimax.train` with the same flags)."""
+    return [item for item in shlex.split(command) if item.startswith("--")]
+
+
+TRAINER = "minimax_train.py"
+"""minimax.train as it is, logging more of its buffer (the first-divergence statistics)."""
 CONVERTER = "minimax_checkpoint_params.py"
 """The worker, run in minimax's venv, that turns its checkpoints into cleanued's parameter tree."""
 ENVIRONMENT_SET = {"WANDB_MODE": "disabled", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
@@ -235,7 +243,9 @@ def check_existing_runs(args: Args, settings: dict) -> None:
         for seed in minimax_seeds(args):
             stopped = minimax_dir(args.out, method, seed) / "stopped.json"
             command = shlex.join(minimax_command(args, method, seed, settings[method]["minimax"]))
-            if minimax_done(args, method, seed) and json.loads(stopped.read_text())["command"] != command:
+            if minimax_done(args, method, seed) and minimax_flags(json.loads(stopped.read_text())["command"]) != (
+                minimax_flags(command)
+            ):
                 raise ConfigError(f"{stopped.parent} was trained by another command; use another --out")
         run_dir = cleanued_run_dir(args.out, method)
         if not (run_dir / "config.json").is_file():

@@ -1,0 +1,86 @@
+"""benchmarks/learning/first_divergence.py on synthetic sides: sides drawn alike are never flagged; sides that differ
+from a known window on are flagged from that window, by the test that sees the kind of difference; Holm's adjustment
+against hand-computed values; window values read as the tool says (chunk means, or the buffer at the window's end).
+Mutation checked by hand: with Holm replaced by the raw p-values, the alike sides are flagged."""
+
+import math
+
+import numpy as np
+import pytest
+
+from benchmarks.learning import first_divergence as tool
+
+SEEDS, WINDOWS = 12, 20
+ENDS = [10 * (index + 1) for index in range(WINDOWS)]
+
+
+def sides(seed: int, shift_from: int | None = None, shift=0.0, scale_from: int | None = None, scale=1.0, seeds=SEEDS):
+    rng = np.random.default_rng(seed)
+    cleanued, minimax = rng.normal(size=(seeds, WINDOWS)), rng.normal(size=(seeds, WINDOWS))
+    if shift_from is not None:
+        minimax[:, shift_from:] += shift
+    if scale_from is not None:
+        minimax[:, scale_from:] *= scale
+    return cleanued, minimax
+
+
+def test_holm_adjustment_against_hand_computed_values():
+    adjusted = tool.holm([0.01, 0.04, 0.03, 0.005, math.nan])
+    np.testing.assert_allclose(adjusted[:4], [0.03, 0.06, 0.06, 0.02])
+    assert math.isnan(adjusted[4])
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_sides_drawn_alike_are_not_flagged(seed):
+    result = tool.divergence(*sides(seed), ENDS, alpha=0.05)
+    assert result["location"]["first"] is None and result["spread"]["first"] is None
+
+
+def test_a_shift_is_flagged_from_the_window_it_starts():
+    result = tool.divergence(*sides(0, shift_from=8, shift=4.0), ENDS, alpha=0.05)
+    assert result["location"]["first"] == ENDS[8]
+
+
+def test_a_wider_spread_is_flagged_by_the_spread_test_from_its_window():
+    # Brown-Forsythe needs more seeds than a shift does: 36 a side, as three pooled seed sets give.
+    result = tool.divergence(*sides(1, scale_from=12, scale=10.0, seeds=36), ENDS, alpha=0.05)
+    assert result["spread"]["first"] == ENDS[12]
+
+
+def test_windows_with_fewer_than_three_seeds_a_side_are_not_tested():
+    cleanued, minimax = sides(2, shift_from=0, shift=10.0)
+    cleanued[2:, :5] = np.nan
+    result = tool.divergence(cleanued, minimax, ENDS, alpha=0.05)
+    assert all(math.isnan(p) for p in result["location"]["p"][:5]) and result["location"]["first"] == ENDS[5]
+
+
+def test_window_values_are_chunk_means_or_the_buffer_at_the_window_end():
+    rows = [
+        {
+            "seed": seed,
+            "update": update,
+            "ppo/entropy": float(update + seed),
+            "buffer/weighted_staleness": 100.0 * update,
+        }
+        for seed in range(3)
+        for update in (10, 20, 30, 40)
+    ]
+    events = {
+        index: [
+            {"rollout": tick, "kind": "new", "entropy": float(tick), "plr/weighted_age": 1000.0 * tick}
+            for tick in range(1, 41)
+        ]
+        for index in range(3)
+    }
+    facts = {"cleanued": rows, "minimax": events}
+    windows = [(0, 20), (20, 40)]
+    entropy = next(statistic for statistic in tool.STATISTICS if statistic.name == "policy entropy")
+    cleanued, minimax = tool.window_values(facts, entropy, 3, windows)
+    np.testing.assert_allclose(cleanued[1], [16.0, 36.0])  # seed 1: rows 10 and 20, then 30 and 40
+    np.testing.assert_allclose(minimax[0], [10.5, 30.5])  # ticks 1-20, 21-40
+    staleness = next(statistic for statistic in tool.STATISTICS if statistic.cleanued == "buffer/weighted_staleness")
+    cleanued, minimax = tool.window_values(facts, staleness, 3, windows)
+    np.testing.assert_allclose(cleanued[0], [2000.0, 4000.0])
+    np.testing.assert_allclose(minimax[0], [20000.0, 40000.0])
+    kl = next(statistic for statistic in tool.STATISTICS if statistic.cleanued == "ppo/approx_kl")
+    assert tool.window_values(facts, kl, 3, windows)[1] is None

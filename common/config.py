@@ -346,7 +346,7 @@ def read_saved_config(run_dir: Path) -> dict:
             shown = ", ".join(held[:5]) + (", ..." if len(held) > 5 else "")
             raise ConfigError(
                 f"{run_dir} is not a run folder (no config.json; it holds {shown}): without its config the run "
-                "cannot continue; the script's --overwrite starts it over if it holds only what runs write"
+                "cannot continue; the script's --overwrite starts it over if a run made it"
             )
         raise ConfigError(f"{run_dir} is not a run folder (no config.json)")
     try:

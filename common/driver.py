@@ -34,6 +34,7 @@ from common.contract import FINITE_METRIC, BatchedOverSeeds, check_config, check
 from common.devices import check_compiled_fits, check_state_fits, initialize_distributed
 from common.errors import ConfigError, DoesNotFit
 from common.runs import (
+    MARKER,
     RunLog,
     StopSignal,
     chunk_rows,
@@ -78,8 +79,9 @@ def run(config, make_train: Callable, script: str, headline: tuple[str, ...], pr
         try:
             return train(config, functions, headline, folder.path, stop_signal, script)
         except DoesNotFit:
-            if not settings.resume and [entry.name for entry in folder.path.iterdir()] == ["config.json"]:
+            if not settings.resume and {entry.name for entry in folder.path.iterdir()} == {"config.json", MARKER}:
                 (folder.path / "config.json").unlink()  # a new run that cannot train leaves no folder behind
+                (folder.path / MARKER).unlink()
                 folder.path.rmdir()
             raise
         finally:

@@ -13,7 +13,6 @@ import io
 import json
 import math
 import os
-import re
 import shutil
 import signal
 import sys
@@ -30,7 +29,6 @@ from common.config import (
     file_in_the_way,
     flags_of,
     read_config_to_resume,
-    read_saved_config,
 )
 from common.errors import ConfigError
 
@@ -50,15 +48,16 @@ def one_line_errors():
         raise SystemExit(130) from None
 
 
-SCRIPT = re.compile(r"^algos/[A-Za-z0-9_]+\.py$")
-
-
 class RunFolder(NamedTuple):
     path: Path
     lock: int  # an open descriptor of the folder, locked (flock): the OS releases it on any exit, kill -9 too
 
 
-RUN_ENTRIES = ("config.json", "logs.csv", "checkpoints", "images", "eval", "wandb")
+MARKER = ".cleanued-run"
+"""The file a new run writes first into its folder and --overwrite never removes before everything else is gone:
+the one proof that a run of this project made the folder."""
+MARKER_TEXT = b"A cleanued run folder: --overwrite may delete this folder while this file is in it.\n"
+RUN_ENTRIES = (MARKER, "config.json", "logs.csv", "checkpoints", "images", "eval", "wandb")
 """What a run writes into its folder (the driver, common.evaluate, wandb), besides `write_atomic`'s temporaries."""
 
 
@@ -70,10 +69,12 @@ def foreign_entries(run_dir: Path) -> list[str]:
 
 
 def is_run_folder(run_dir: Path) -> bool:
-    """Whether `run_dir` holds a config.json written by an algos/ script (the only folders --overwrite deletes)."""
+    """Whether a run of this project made `run_dir`: it holds the `MARKER` file a new run writes first (the only
+    folders --overwrite deletes). Entry names prove nothing: another tool may write a config.json or logs.csv."""
+    marker = run_dir / MARKER
     try:
-        return bool(SCRIPT.match(read_saved_config(run_dir)["script"]))
-    except ConfigError:
+        return marker.is_file() and not marker.is_symlink() and marker.read_bytes() == MARKER_TEXT
+    except OSError:
         return False
 
 
@@ -120,17 +121,19 @@ def open_run_folder(config, script: str) -> RunFolder:
         if not run.overwrite:
             choices = "pass --resume to continue it, --overwrite to start over, or another --run-name"
             raise ConfigError(f"{run_dir} already exists: {choices}")
+        if not is_run_folder(run_dir):
+            held = sorted(entry.name for entry in run_dir.iterdir())
+            shown = ", ".join(held[:5]) + (", ..." if len(held) > 5 else "")
+            raise ConfigError(
+                f"{run_dir} was not made by a cleanued run (it holds {shown} but no {MARKER}, which a new run writes "
+                "first; folders of runs before that file existed have none either): refusing to delete it"
+            )
         foreign = foreign_entries(run_dir)
         if foreign:
             shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
             raise ConfigError(
                 f"{run_dir} holds what no run writes ({shown}); refusing to delete it: move those away first"
             )
-        # A folder whose config.json is gone but holds only what a run writes is what a kill during an earlier
-        # --overwrite leaves (config.json goes last now); a config.json from elsewhere marks someone else's folder.
-        if (run_dir / "config.json").exists() and not is_run_folder(run_dir):
-            reason = "its config.json is not from an algos/ script"
-            raise ConfigError(f"{run_dir} is not a run folder ({reason}); refusing to delete it")
     created = [folder for folder in (run_dir, *run_dir.parents) if not folder.exists()]  # innermost first
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -139,12 +142,14 @@ def open_run_folder(config, script: str) -> RunFolder:
         raise ConfigError(f"could not create {run_dir} ({error.strerror or error})") from None
     lock = lock_run_folder(run_dir)
     try:
-        # config.json last: a kill part way leaves a folder that still says it is a run, which --overwrite finishes.
-        for entry in sorted(run_dir.iterdir(), key=lambda entry: entry.name == "config.json"):
+        # The marker stays: a kill part way leaves a folder that still proves it is a run, which --overwrite finishes.
+        for entry in run_dir.iterdir():
             if not run.overwrite:
                 raise ConfigError(
                     f"{run_dir} was started by another process at the same time; choose another --run-name"
                 )
+            if entry.name == MARKER:
+                continue
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry)
             else:
@@ -153,9 +158,12 @@ def open_run_folder(config, script: str) -> RunFolder:
         os.close(lock)
         raise
     try:
+        write_marker(run_dir)
         record_config(run_dir, config, script)
     except ConfigError:
         os.close(lock)
+        if created:  # the folder is this call's: it leaves nothing behind
+            (run_dir / MARKER).unlink(missing_ok=True)
         remove_empty_folders(created)
         raise
     return RunFolder(run_dir, lock)
@@ -168,6 +176,15 @@ def remove_empty_folders(folders: list[Path]) -> None:
             folder.rmdir()
         except OSError:
             return
+
+
+def write_marker(run_dir: Path) -> None:
+    """The `MARKER` file, before anything else of a new run (a full disk: one line, as for config.json)."""
+    try:
+        write_atomic(run_dir / MARKER, MARKER_TEXT)
+    except OSError as error:
+        problem = error.strerror or error
+        raise ConfigError(f"could not write {run_dir / MARKER} ({problem}): free space and run again") from None
 
 
 def record_config(run_dir: Path, config, script: str) -> None:

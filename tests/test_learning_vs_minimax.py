@@ -18,6 +18,7 @@ from benchmarks.learning import learning_vs_minimax_outputs as outputs
 from benchmarks.learning import learning_vs_minimax_report as report
 from benchmarks.learning import learning_vs_minimax_run as run
 from benchmarks.learning import pool_seed_sets
+from common import checkpoint as checkpoints
 from common.errors import ConfigError
 
 
@@ -300,10 +301,11 @@ def test_every_stage_refuses_an_out_trained_at_another_configuration(monkeypatch
     monkeypatch.setattr(config, "minimax_shipped", lambda method, venv: shipped)
     trained = config.Args(methods=("dr",), seeds=2, maze_size=11, n_walls=30, out=tmp_path)
     settings = config.method_settings(trained)
-    run_dir = outputs.cleanued_run_dir(tmp_path, "dr")
+    (only_run,) = config.cleanued_runs(trained, "dr")
+    run_dir = outputs.cleanued_run_dir(tmp_path, only_run.name)
     run_dir.mkdir(parents=True)
     used = {row["cleanued_flag"]: row["cleanued_used"] for row in settings["dr"]["table"] if row["kind"] != "fixed"}
-    saved = used | config.cleanued_run_settings(trained, "dr")
+    saved = used | config.cleanued_run_settings(trained, "dr", only_run)
     (run_dir / "config.json").write_text(json.dumps({"script": "algos/dr.py", "config": saved}, default=str))
     run.check_existing_runs(trained, settings)  # the same configuration passes
     defaults = config.Args(methods=("dr",), seeds=2, out=tmp_path, stage="report")
@@ -317,8 +319,8 @@ def test_every_stage_refuses_an_out_trained_at_another_configuration(monkeypatch
     diagnosed = config.Args(methods=("dr",), seeds=2, maze_size=11, n_walls=30, diagnostic=("discount=0.9",))
     with pytest.raises(ConfigError, match=r"holds another experiment \(diagnostic: saved None, now \['discount=0.9'\]"):
         run.check_existing_runs(dataclasses.replace(diagnosed, out=tmp_path), settings)
-    run_flags = config.cli_flags(config.cleanued_run_settings(trained, "dr"))
-    command = run.cleanued_command(trained, "dr", settings["dr"]["cleanued"])
+    run_flags = config.cli_flags(config.cleanued_run_settings(trained, "dr", only_run))
+    command = run.cleanued_command(trained, "dr", only_run, settings["dr"]["cleanued"])
     assert command[2 : 2 + len(run_flags)] == run_flags  # the run flags the script's checks saw
 
 
@@ -384,6 +386,43 @@ def test_minimax_runs_through_the_logging_trainer_and_earlier_runs_of_minimax_tr
     (directory / "stopped.json").write_text(json.dumps({"target": 20, "command": shlex.join(other)}))
     with pytest.raises(ConfigError, match="trained by another command"):
         run.check_existing_runs(args, settings)
+
+
+def test_cleanued_per_seed_trains_one_process_per_seed_and_evaluates_and_reports_them_as_seed_indices(
+    monkeypatch, tmp_path
+):
+    """--cleanued-per-seed: seed i is its own run (--num-seeds 1, --seed S + i), started with --same-init from its
+    own minimax seed's initial parameters; its checkpoints count as seed i and its log rows are renumbered i."""
+    monkeypatch.setattr(config, "minimax_shipped", lambda method, venv: {"lr_anneal_steps": 0})
+    args = config.Args(
+        methods=("dr",), seeds=3, first_seed=12, rollouts=20, checkpoint_every=10, out=tmp_path, same_init=True
+    )
+    args = dataclasses.replace(args, cleanued_per_seed=True)
+    settings = config.method_settings(args)
+    cleanued = [job for job in run.make_jobs(args, settings) if job.side == "cleanued"]
+    assert [(job.name, job.seeds) for job in cleanued] == [(f"cleanued_dr_seed{i}", (i,)) for i in range(3)]
+    for index, job in enumerate(cleanued):
+        flag = lambda name, command=job.command: command[command.index(name) + 1]  # noqa: E731
+        assert (flag("--num-seeds"), flag("--seed")) == ("1", str(12 + index))
+        assert flag("--init-from") == str(tmp_path / "init" / f"dr_{13 + index}" / "initial.npz")  # minimax seed
+    assert outputs.experiment_settings(args)["cleanued_per_seed"] is True
+    for index in (0, 2):  # seed 1 has not finished: only the others' checkpoints count
+        directory = outputs.cleanued_run_dir(tmp_path, f"cleanued_dr_seed{index}")
+        for grid in (10, 20):
+            path = checkpoints.checkpoint_path(directory / "checkpoints" / "archive", grid)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"")
+        (directory / "logs.csv").write_text(f"seed,update,train/return\n0,10,{index}.5\n0,20,{index}.75\n")
+    found = evaluate.cleanued_checkpoints(args, "dr")
+    assert sorted((item.seed, item.grid, item.in_file) for item in found) == [
+        (seed, grid, 0) for seed in (0, 2) for grid in (10, 20)
+    ]
+    rows = report.gather_run_facts(args)[3]["dr"]
+    assert sorted((row["seed"], row["update"], row["train/return"]) for row in rows) == [
+        (0.0, 10.0, 0.5), (0.0, 20.0, 0.75), (2.0, 10.0, 2.5), (2.0, 20.0, 2.75)
+    ]  # fmt: skip
+    vmapped = dataclasses.replace(args, cleanued_per_seed=False)
+    assert [job.name for job in run.make_jobs(vmapped, settings) if job.side == "cleanued"] == ["cleanued_dr"]
 
 
 def test_a_report_needs_the_training_logs(monkeypatch, tmp_path):

@@ -84,30 +84,36 @@ def test_run_name_dot_dot_with_overwrite_deletes_nothing(tmp_path):
 
 
 def test_overwrite_deletes_only_run_folders(tmp_path, finished_run):
-    victim = tmp_path / "victim"
-    victim.mkdir()
-    (victim / "data.txt").write_text("not a run")
-    with pytest.raises(ConfigError, match=r"holds what no run writes \(data.txt\); refusing to delete it"):
-        run_script(dr, tiny(tmp_path, run_name="victim", overwrite=True))
-    assert (victim / "data.txt").read_text() == "not a run"
-    (tmp_path / "algos").mkdir()
-    (tmp_path / "algos" / "dr.py").write_text("# sources")
-    (tmp_path / "algos" / "config.json").write_text('{"script": "../../x.py", "config": {}}')
-    with pytest.raises(ConfigError, match="refusing to delete it"):
-        run_script(dr, tiny(tmp_path, run_name="algos", overwrite=True))
-    assert (tmp_path / "algos" / "dr.py").exists()
+    """Only a folder holding the marker a new run writes first is ever deleted; names prove nothing (the fault trial
+    emptied other projects' folders holding `checkpoints/best_model.pt`, `wandb/`, `logs.csv`, or only `images/`,
+    and a foreign config.json naming an algos/ script). Mutation checked by hand: with `is_run_folder` true for
+    every folder, the first three refusals fail."""
+
+    def made(name: str, files: dict) -> Path:
+        folder = tmp_path / name
+        for relative, text in files.items():
+            (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+            (folder / relative).write_text(text)
+        return folder
+
+    others = {
+        "other_project": {"checkpoints/best_model.pt": "weights", "wandb/run.txt": "x", "logs.csv": "a,b\n"},
+        "holiday": {"images/holiday.png": "a picture"},
+        "claimed": {"config.json": '{"script": "algos/dr.py", "config": {}}', "eval/results.txt": "someone's data"},
+        "notes": {"data.txt": "not a run"},
+    }
+    for name, files in others.items():
+        folder = made(name, files)
+        before = snapshot(folder)
+        with pytest.raises(ConfigError, match=rf"{name} was not made by a cleanued run .*refusing to delete it"):
+            run_script(dr, tiny(tmp_path, run_name=name, overwrite=True))
+        assert snapshot(folder) == before, name
     a_file = tmp_path / "afile"
     a_file.write_text("x")
     with pytest.raises(ConfigError, match="exists and is not a folder"):
         run_script(dr, tiny(tmp_path, run_name="afile", overwrite=True))
-    claimed = tmp_path / "claimed"
-    claimed.mkdir()
-    (claimed / "config.json").write_text('{"script": "algos/mytool.py", "config": {}}')
-    (claimed / "results.txt").write_text("someone's data")
-    with pytest.raises(ConfigError, match=r"holds what no run writes \(results.txt\); refusing to delete it"):
-        run_script(dr, tiny(tmp_path, run_name="claimed", overwrite=True))
-    assert (claimed / "results.txt").read_text() == "someone's data"
     run = copy_of(finished_run, tmp_path, "old_run")
+    assert (run / runs.MARKER).read_bytes() == runs.MARKER_TEXT, "a new run writes the marker"
     (run / "notes.txt").write_text("a note beside the run")
     with pytest.raises(ConfigError, match=r"holds what no run writes \(notes.txt\)"):
         run_script(dr, tiny(tmp_path, run_name="old_run", overwrite=True, total_updates=2))
@@ -115,12 +121,16 @@ def test_overwrite_deletes_only_run_folders(tmp_path, finished_run):
     run_script(dr, tiny(tmp_path, run_name="old_run", overwrite=True, total_updates=2))
     assert (run / "checkpoints" / "update_00000002.msgpack").exists()
     assert not (run / "checkpoints" / "update_00000004.msgpack").exists()
+    forged = copy_of(finished_run, tmp_path, "forged")
+    (forged / runs.MARKER).write_text("something else")
+    with pytest.raises(ConfigError, match="was not made by a cleanued run"):
+        run_script(dr, tiny(tmp_path, run_name="forged", overwrite=True))
 
 
 def test_an_overwrite_cut_off_part_way_is_finished_by_the_next(tmp_path, finished_run, monkeypatch):
-    """A kill while --overwrite deletes the old run: config.json goes last, so the folder still reads as a run and
-    one more --overwrite finishes; a folder an older version left without config.json, holding only what runs
-    write, is one --overwrite from a fresh run too."""
+    """A kill while --overwrite deletes the old run: the marker stays to the end, so the folder still proves it is a
+    run and one more --overwrite finishes, config.json gone or not; a folder of a run from before the marker (no
+    marker) is refused."""
     run = copy_of(finished_run, tmp_path, "cut")
     before = {entry.name for entry in run.iterdir()}
     real_rmtree = runs.shutil.rmtree
@@ -134,15 +144,23 @@ def test_an_overwrite_cut_off_part_way_is_finished_by_the_next(tmp_path, finishe
         run_script(dr, tiny(tmp_path, run_name="cut", overwrite=True, total_updates=2))
     monkeypatch.undo()
     left = {entry.name for entry in run.iterdir()}
-    assert "config.json" in left and left < before, "killed part way, with config.json still there"
+    assert runs.MARKER in left and left < before, "killed part way, with the marker still there"
     run_script(dr, tiny(tmp_path, run_name="cut", overwrite=True, total_updates=2))
     assert checkpoint.list_checkpoints(run / "checkpoints")[-1].name == "update_00000002.msgpack"
     orphan = copy_of(finished_run, tmp_path, "orphan")
     (orphan / "config.json").unlink()
     refused = cli("--runs-dir", str(tmp_path), "--run-name", "orphan", "--resume")
-    one_line_error(refused, "no config.json; it holds checkpoints, logs.csv", "--overwrite starts it over")
+    one_line_error(refused, "no config.json; it holds", "--overwrite starts it over if a run made it")
     run_script(dr, tiny(tmp_path, run_name="orphan", overwrite=True, total_updates=2))
     assert (orphan / "config.json").exists()
+    legacy = copy_of(finished_run, tmp_path, "legacy")
+    (legacy / runs.MARKER).unlink()
+    one_line_error(
+        cli("--runs-dir", str(tmp_path), "--run-name", "legacy", "--overwrite", *TINY_FLAGS),
+        "not made by a cleanued run",
+        runs.MARKER,
+    )
+    assert (legacy / "config.json").exists()
 
 
 @pytest.mark.slow
@@ -451,9 +469,18 @@ def no_space(descriptor):
     raise OSError(errno.ENOSPC, "No space left on device")
 
 
-def test_a_full_disk_at_start_is_one_line_and_leaves_no_folder(tmp_path, monkeypatch):
-    monkeypatch.setattr(os, "fsync", no_space)
-    with pytest.raises(ConfigError, match=r"could not write .*config.json \(No space left on device\): free space"):
+@pytest.mark.parametrize("fills_at", [runs.MARKER, "config.json"])
+def test_a_full_disk_at_start_is_one_line_and_leaves_no_folder(tmp_path, monkeypatch, fills_at):
+    real_fsync, names = os.fsync, []
+
+    def fills(descriptor):
+        names.append(descriptor)
+        if len(names) == (1 if fills_at == runs.MARKER else 2):
+            no_space(descriptor)
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", fills)
+    with pytest.raises(ConfigError, match=rf"could not write .*{fills_at} \(No space left on device\): free space"):
         run_script(dr, tiny(tmp_path / "runs", run_name="full"))
     assert list(tmp_path.iterdir()) == [], "the runs dir this attempt created is gone too"
 

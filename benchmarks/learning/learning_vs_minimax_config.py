@@ -205,6 +205,9 @@ class Args:
     first_seed: Annotated[int, NON_NEGATIVE] = 0
     """Seed set: cleanued's seeds are split(key(S), N), minimax's --seed=S+1..S+N; sets whose S are at least N apart
     share no seed (to see whether a difference found on one set of seeds is chance)."""
+    cleanued_per_seed: bool = False
+    """Train cleanued's seeds one process each (--num-seeds 1, --seed S + i), as minimax runs them, instead of vmapped
+    in one process (a different set of random keys: compare as distributions)."""
     same_init: bool = False
     """Start cleanued's seed i from minimax's initial parameters of seed i (minimax's init checkpoint, converted, given
     to cleanued with --init-from), so the sides differ in everything but where they start."""
@@ -370,25 +373,46 @@ def method_overrides(method: str, args: Args) -> dict:
     return {"accel": {"maze_n_walls": 0}, "paired": {"maze_ued_n_walls": args.n_walls}}.get(method, {})
 
 
-def cleanued_run_settings(args: Args, method: str) -> dict:
-    """cleanued's run flags for `method`, {field: value}: its folder under --out, seeds, length and intervals."""
+class CleanuedRun(NamedTuple):
+    """One cleanued training process of a method."""
+
+    name: str  # its run folder under runs/
+    seeds: tuple[int, ...]  # the seed indices (0..N-1, as evaluated and reported) it trains, in its own seed order
+    seed: int  # its --seed
+
+
+def cleanued_runs(args: Args, method: str) -> list[CleanuedRun]:
+    """cleanued's processes for `method`: one vmapping all seeds (keys split(key(S), N)), or with
+    --cleanued-per-seed one per seed, as minimax runs them (seed i: --seed S + i, --num-seeds 1)."""
+    if not args.cleanued_per_seed:
+        return [CleanuedRun(f"cleanued_{method}", tuple(range(args.seeds)), args.first_seed)]
+    return [CleanuedRun(f"cleanued_{method}_seed{i}", (i,), args.first_seed + i) for i in range(args.seeds)]
+
+
+def cleanued_run_settings(args: Args, method: str, run: CleanuedRun) -> dict:
+    """cleanued's run flags for one of `method`'s runs, {field: value}: its folder under --out, seeds, length and
+    intervals."""
     return {
         "runs_dir": args.out / "runs",
-        "run_name": f"cleanued_{method}",
-        "num_seeds": args.seeds,
-        "seed": args.first_seed,
+        "run_name": run.name,
+        "num_seeds": len(run.seeds),
+        "seed": run.seed,
         "total_updates": args.rollouts,
         "log_interval": LOG_INTERVAL,
         "eval_interval": 0,
         "screenshot_interval": 0,
         "checkpoint_interval": args.checkpoint_every,
         "archive_interval": args.checkpoint_every,
-        **({"init_from": initial_parameters_path(args, method)} if args.same_init else {}),
+        **({"init_from": initial_parameters_path(args, method, run)} if args.same_init else {}),
     }
 
 
-def initial_parameters_path(args: Args, method: str) -> Path:
-    """--same-init: the minimax initial parameters of every seed, stacked in seed order, that cleanued starts from."""
+def initial_parameters_path(args: Args, method: str, run: CleanuedRun) -> Path:
+    """--same-init: the minimax initial parameters `run` starts from: every seed's, stacked in seed order, or with
+    --cleanued-per-seed its one seed's, as converted from minimax's init checkpoint."""
+    if args.cleanued_per_seed:
+        (index,) = run.seeds
+        return args.out / "init" / f"{method}_{args.first_seed + index + 1}" / "initial.npz"
     return args.out / "init" / f"minimax_{method}.npz"
 
 
@@ -483,7 +507,8 @@ def method_settings(args: Args) -> dict:
         cleanued = cleanued_settings(method, minimax, args.match_deviations)
         script_defaults = load_script(f"algos/{method}.py").Config()
         try:  # the script's own checks on the flags its run gets, before anything trains
-            with_flags(script_defaults, **cleanued, **cleanued_run_settings(args, method))
+            run_settings = cleanued_run_settings(args, method, cleanued_runs(args, method)[0])
+            with_flags(script_defaults, **cleanued, **run_settings)
         except ConfigError as error:
             raise ConfigError(f"algos/{method}.py at this configuration: {error}") from None
         defaults = flags_of(script_defaults)

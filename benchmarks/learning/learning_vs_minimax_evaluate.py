@@ -14,7 +14,7 @@ import jax
 import numpy as np
 
 from algos import dr
-from benchmarks.learning.learning_vs_minimax_config import REPO_ROOT, Args
+from benchmarks.learning.learning_vs_minimax_config import REPO_ROOT, Args, cleanued_runs
 from benchmarks.learning.learning_vs_minimax_outputs import (
     append_jsonl,
     cleanued_run_dir,
@@ -45,6 +45,7 @@ class Checkpoint(NamedTuple):
     grid: int  # the rollout count of the evaluation grid this checkpoint stands for
     rollouts: int  # rollouts the run had played at this checkpoint
     path: Path
+    in_file: int = 0  # cleanued: the seed's position in the file's seed axis
 
 
 def evaluation_grid(args: Args) -> list[int]:
@@ -52,12 +53,16 @@ def evaluation_grid(args: Args) -> list[int]:
 
 
 def cleanued_checkpoints(args: Args, method: str) -> list[Checkpoint]:
-    archive = cleanued_run_dir(args.out, method) / "checkpoints" / "archive"
     found = []
-    for grid in evaluation_grid(args):
-        path = checkpoints.checkpoint_path(archive, grid)
-        if path.exists():
-            found += [Checkpoint("cleanued", method, seed, grid, grid, path) for seed in range(args.seeds)]
+    for run in cleanued_runs(args, method):
+        archive = cleanued_run_dir(args.out, run.name) / "checkpoints" / "archive"
+        for grid in evaluation_grid(args):
+            path = checkpoints.checkpoint_path(archive, grid)
+            if path.exists():
+                found += [
+                    Checkpoint("cleanued", method, seed, grid, grid, path, in_file)
+                    for in_file, seed in enumerate(run.seeds)
+                ]
     return found
 
 
@@ -169,7 +174,7 @@ class ParameterSource:
     """Student parameters per checkpoint, loading each file once (a cleanued archive holds every seed)."""
 
     def __init__(self):
-        self.cleanued_runs = {}  # method -> (its make_train functions, a runner state as the template to load into)
+        self.cleanued_runs = {}  # run folder -> (its make_train functions, a runner state as the template to load into)
         self.loaded = {}  # path -> (params [seeds, ...] or one student's, student updates per seed or one)
 
     def get(self, checkpoint: Checkpoint):
@@ -177,7 +182,7 @@ class ParameterSource:
             self.loaded = {checkpoint.path: self._load(checkpoint)}  # one file at a time: memory stays flat
         params, updates = self.loaded[checkpoint.path]
         if checkpoint.side == "cleanued":
-            return jax.tree.map(lambda x: x[checkpoint.seed], params), int(updates[checkpoint.seed])
+            return jax.tree.map(lambda x: x[checkpoint.in_file], params), int(updates[checkpoint.in_file])
         return params, int(updates)
 
     def _load(self, checkpoint: Checkpoint):
@@ -185,10 +190,11 @@ class ParameterSource:
             with np.load(checkpoint.path) as data:
                 flat = {key: data[key] for key in data.files}
             return parameter_tree(flat), int(flat["n_updates"])
-        if checkpoint.method not in self.cleanued_runs:  # the script's functions and a runner to shape the rest
-            loaded = load_run(checkpoint.path.parents[2], checkpoint.path)
-            self.cleanued_runs[checkpoint.method] = (loaded.functions, loaded.runner)
-        functions, template = self.cleanued_runs[checkpoint.method]
+        run_dir = checkpoint.path.parents[2]
+        if run_dir not in self.cleanued_runs:  # the script's functions and a runner to shape the rest
+            loaded = load_run(run_dir, checkpoint.path)
+            self.cleanued_runs[run_dir] = (loaded.functions, loaded.runner)
+        functions, template = self.cleanued_runs[run_dir]
         runner, _, _ = checkpoints.load(checkpoint.path, template)
         return functions.policies["student"](runner), np.asarray(functions.student_updates(runner))
 

@@ -8,12 +8,13 @@ import json
 import math
 from pathlib import Path
 
-from benchmarks.learning.learning_vs_minimax_config import Args
+from benchmarks.learning.learning_vs_minimax_config import Args, cleanued_runs
 from common import checkpoint as checkpoints
 
 EXPERIMENT_FIELDS = (
     "seeds", "rollouts", "maze_size", "n_walls", "max_steps", "num_envs", "num_steps", "lstm_size", "match_deviations",
     "checkpoint_every", "accel_archive_ticks", "diagnostic", "first_seed", "same_init",
+    "cleanued_per_seed",
 )  # fmt: skip
 
 
@@ -22,7 +23,8 @@ def experiment_settings(args: Args) -> dict:
     added; the evaluation's settings may change, since each evaluation record carries them and the report picks
     the records of its own."""
     values = {field: getattr(args, field) for field in EXPERIMENT_FIELDS}
-    for field, default in (("diagnostic", ()), ("first_seed", 0), ("same_init", False)):
+    defaults = (("diagnostic", ()), ("first_seed", 0), ("same_init", False), ("cleanued_per_seed", False))
+    for field, default in defaults:
         if values[field] == default:  # as in the folders written before the flag existed
             del values[field]
     return json.loads(json.dumps(values))  # as read back: tuples are lists
@@ -34,14 +36,15 @@ def experiment_path(out: Path) -> Path:
 
 def has_training_logs(args: Args) -> bool:
     return any(
-        (cleanued_run_dir(args.out, method) / "logs.csv").is_file()
+        any((cleanued_run_dir(args.out, run.name) / "logs.csv").is_file() for run in cleanued_runs(args, method))
         or any((minimax_dir(args.out, method, seed) / "logs.csv").is_file() for seed in minimax_seeds(args))
         for method in args.methods
     )
 
 
-def cleanued_run_dir(out: Path, method: str) -> Path:
-    return out / "runs" / f"cleanued_{method}"
+def cleanued_run_dir(out: Path, name: str) -> Path:
+    """The folder of the cleanued run `name` (a `CleanuedRun.name`)."""
+    return out / "runs" / name
 
 
 def minimax_seeds(args: Args) -> range:
@@ -103,10 +106,10 @@ def minimax_archive(directory: Path, tick: int) -> Path:
     return directory / f"checkpoint_{tick}.pkl"
 
 
-def cleanued_done(args: Args, method: str) -> bool:
-    return checkpoints.checkpoint_path(
-        cleanued_run_dir(args.out, method) / "checkpoints" / "archive", args.rollouts
-    ).exists()
+def cleanued_done(args: Args, name: str) -> bool:
+    """The cleanued run `name` has archived its last grid point."""
+    archive = cleanued_run_dir(args.out, name) / "checkpoints" / "archive"
+    return checkpoints.checkpoint_path(archive, args.rollouts).exists()
 
 
 def minimax_done(args: Args, method: str, seed: int) -> bool:

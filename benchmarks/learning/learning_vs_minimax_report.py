@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import stats
 
-from benchmarks.learning.learning_vs_minimax_config import KNOWN_DIFFERENCES, PPO_SHARED, SIDES, Args
+from benchmarks.learning.learning_vs_minimax_config import KNOWN_DIFFERENCES, PPO_SHARED, SIDES, Args, cleanued_runs
 from benchmarks.learning.learning_vs_minimax_outputs import (
     cleanued_run_dir,
     minimax_dir,
@@ -410,7 +410,10 @@ def gather_run_facts(args: Args) -> tuple[dict, dict, dict, dict, dict]:
     updates, played, logged, cleanued_logs, minimax_logs = {}, {}, {}, {}, {}
     last = (args.rollouts - args.window, args.rollouts)
     for method in args.methods:
-        rows = read_cleanued_log(cleanued_run_dir(args.out, method) / "logs.csv")
+        rows = []
+        for run in cleanued_runs(args, method):  # rows of every run, seeds numbered as evaluated
+            for row in read_cleanued_log(cleanued_run_dir(args.out, run.name) / "logs.csv"):
+                rows.append(row | {"seed": float(run.seeds[int(row["seed"])])})
         cleanued_logs[method] = rows
         finals = [row for row in rows if int(row["update"]) == args.rollouts]
         if len(finals) == args.seeds:

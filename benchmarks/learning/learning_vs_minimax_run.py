@@ -22,9 +22,10 @@ from benchmarks.learning.learning_vs_minimax_config import (
     LOG_INTERVAL,
     REPO_ROOT,
     Args,
+    CleanuedRun,
     cleanued_run_settings,
+    cleanued_runs,
     cli_flags,
-    initial_parameters_path,
     same,
 )
 from benchmarks.learning.learning_vs_minimax_outputs import (
@@ -49,9 +50,9 @@ from common.config import read_saved_config
 from common.errors import ConfigError
 
 
-def cleanued_command(args: Args, method: str, settings: dict) -> list[str]:
-    run = cleanued_run_settings(args, method)
-    return [sys.executable, f"algos/{method}.py", *cli_flags(run), *cli_flags(settings)]
+def cleanued_command(args: Args, method: str, run: CleanuedRun, settings: dict) -> list[str]:
+    flags = cleanued_run_settings(args, method, run)
+    return [sys.executable, f"algos/{method}.py", *cli_flags(flags), *cli_flags(settings)]
 
 
 def minimax_command(args: Args, method: str, seed: int, settings: dict, initial_only: bool = False) -> list[str]:
@@ -109,9 +110,10 @@ def job_environment(side: str) -> dict:
 class Job:
     side: str
     method: str
-    seeds: tuple[int, ...]  # cleanued: the vmapped seed indices; minimax: its one --seed
+    seeds: tuple[int, ...]  # cleanued: the seed indices it trains; minimax: its one --seed
     command: list[str]
     log: Path
+    run_name: str | None = None  # cleanued: its run folder under runs/
     process: subprocess.Popen | None = None
     started: float = 0.0
     stop: int | None = None  # minimax: the tick it is stopped at
@@ -119,13 +121,18 @@ class Job:
 
     @property
     def name(self) -> str:
-        return f"{self.side}_{self.method}" + (f"_{self.seeds[0]}" if self.side == "minimax" else "")
+        return self.run_name if self.side == "cleanued" else f"{self.side}_{self.method}_{self.seeds[0]}"
+
+    def done(self, args: Args) -> bool:
+        if self.side == "cleanued":
+            return cleanued_done(args, self.run_name)
+        return minimax_done(args, self.method, self.seeds[0])
 
 
 def prepare_job(args: Args, job: Job) -> None:
     """Make the job start from where it can: cleanued resumes its newest checkpoint; minimax starts over."""
     if job.side == "cleanued":
-        run_dir = cleanued_run_dir(args.out, job.method)
+        run_dir = cleanued_run_dir(args.out, job.run_name)
         if checkpoints.list_checkpoints(run_dir / "checkpoints"):
             job.command = [*job.command, "--resume"]
         elif run_dir.exists():
@@ -195,7 +202,7 @@ def finish_job(args: Args, job: Job, cpu_s: float) -> dict:
     record |= {"returncode": job.process.returncode, "wall_s": round(time.time() - job.started, 1)}
     record |= {"cpu_s": round(cpu_s, 1), "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
     if job.side == "cleanued":
-        record["ok"] = cleanued_done(args, job.method)
+        record["ok"] = job.done(args)
         return record
     directory = minimax_dir(args.out, job.method, job.seeds[0])
     rows = read_minimax_log(directory / "logs.csv")
@@ -214,10 +221,10 @@ def finish_job(args: Args, job: Job, cpu_s: float) -> dict:
 def make_jobs(args: Args, settings: dict) -> list[Job]:
     jobs = []
     for method in args.methods:
-        command = cleanued_command(args, method, settings[method]["cleanued"])
-        jobs.append(
-            Job("cleanued", method, tuple(range(args.seeds)), command, args.out / "logs" / f"cleanued_{method}.log")
-        )
+        for cleanued_run in cleanued_runs(args, method):
+            command = cleanued_command(args, method, cleanued_run, settings[method]["cleanued"])
+            log = args.out / "logs" / f"{cleanued_run.name}.log"
+            jobs.append(Job("cleanued", method, cleanued_run.seeds, command, log, run_name=cleanued_run.name))
         for seed in minimax_seeds(args):
             command = minimax_command(args, method, seed, settings[method]["minimax"])
             log = args.out / "logs" / f"minimax_{method}_{seed}.log"
@@ -247,22 +254,24 @@ def check_existing_runs(args: Args, settings: dict) -> None:
                 minimax_flags(command)
             ):
                 raise ConfigError(f"{stopped.parent} was trained by another command; use another --out")
-        run_dir = cleanued_run_dir(args.out, method)
-        if not (run_dir / "config.json").is_file():
-            continue
-        saved = read_saved_config(run_dir)["config"]
-        used = {
-            row["cleanued_flag"]: row["cleanued_used"] for row in settings[method]["table"] if row["kind"] != "fixed"
-        }
-        expected = {**used, "num_seeds": args.seeds, "seed": args.first_seed}
-        expected |= {"archive_interval": args.checkpoint_every, "log_interval": LOG_INTERVAL}
-        differing = [
-            f"{key}: saved {saved.get(key)!r}, now {value!r}"
-            for key, value in expected.items()
-            if not same(saved.get(key), value)
-        ]
-        if differing:
-            raise ConfigError(f"{run_dir} was trained with other settings ({'; '.join(differing)}); use another --out")
+        table = settings[method]["table"]
+        used = {row["cleanued_flag"]: row["cleanued_used"] for row in table if row["kind"] != "fixed"}
+        for cleanued_run in cleanued_runs(args, method):
+            run_dir = cleanued_run_dir(args.out, cleanued_run.name)
+            if not (run_dir / "config.json").is_file():
+                continue
+            saved = read_saved_config(run_dir)["config"]
+            expected = {**used, "num_seeds": len(cleanued_run.seeds), "seed": cleanued_run.seed}
+            expected |= {"archive_interval": args.checkpoint_every, "log_interval": LOG_INTERVAL}
+            differing = [
+                f"{key}: saved {saved.get(key)!r}, now {value!r}"
+                for key, value in expected.items()
+                if not same(saved.get(key), value)
+            ]
+            if differing:
+                raise ConfigError(
+                    f"{run_dir} was trained with other settings ({'; '.join(differing)}); use another --out"
+                )
     if args.stage == "report" and not has_training_logs(args):
         raise ConfigError(f"{args.out} holds no training logs of {' '.join(args.methods)}: nothing to report from")
 
@@ -270,7 +279,7 @@ def check_existing_runs(args: Args, settings: dict) -> None:
 def prepare_initial_parameters(args: Args, method: str, settings: dict) -> None:
     """--same-init: minimax's initial parameters of every seed (an initial-only run per seed, `--jobs` at once, each
     converted to cleanued's tree), stacked in seed order into the file cleanued's --init-from reads."""
-    target = initial_parameters_path(args, method)
+    target = args.out / "init" / f"minimax_{method}.npz"
     if target.is_file():
         return
     seeds = list(minimax_seeds(args))
@@ -290,6 +299,7 @@ def prepare_initial_parameters(args: Args, method: str, settings: dict) -> None:
     for seed, result in zip(seeds, runs, strict=True):
         if result.returncode != 0:
             raise SystemExit(f"run: minimax's initial-only run of seed {seed} failed: {result.stderr.strip()[-500:]}")
+    # Where initial_parameters_path looks for one seed's (--cleanued-per-seed).
     converted = [args.out / "init" / minimax_xpid(method, seed) / "initial.npz" for seed in seeds]
     pairs = []
     for seed, path in zip(seeds, converted, strict=True):
@@ -308,13 +318,7 @@ def prepare_initial_parameters(args: Args, method: str, settings: dict) -> None:
 
 
 def run_stage(args: Args, settings: dict) -> None:
-    pending = [
-        job
-        for job in make_jobs(args, settings)
-        if not (
-            cleanued_done(args, job.method) if job.side == "cleanued" else minimax_done(args, job.method, job.seeds[0])
-        )
-    ]
+    pending = [job for job in make_jobs(args, settings) if not job.done(args)]
     if args.same_init:
         for method in {job.method for job in pending if job.side == "cleanued"}:
             prepare_initial_parameters(args, method, settings)

@@ -8,7 +8,8 @@ Run with the Python of the minimax virtual environment; it takes minimax.train's
 (`plr/top_replay_probability`) and entropy (`plr/replay_entropy`) and the quantiles of the filled slots' scores
 (`plr/score_q10`, `_q50`, `_q90`), computed as cleanued's replay scripts log theirs. Nothing it returns reaches the
 training state, so parameters, buffer and random streams are minimax's own (checked once: the same checkpoint,
-byte for byte, after 30 ticks of Robust PLR with and without it; benchmarks/README.md).
+byte for byte, with and without it, after 32 ticks of Robust PLR at 7x7 with a 200-slot buffer, so replays and
+evictions happened, 15 gradient updates; benchmarks/README.md).
 
     benchmarks/.minimax-venv/bin/python benchmarks/learning/minimax_train.py --train_runner=plr ...
 """

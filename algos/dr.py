@@ -12,20 +12,17 @@ Deviation from minimax, on purpose: the LSTM carry starts at zero with each upda
     python algos/dr.py --num-seeds 2 --run-name dr_demo
 """
 
-import os
-import signal
+import sys
+from pathlib import Path
 
-# SCAFFOLDING: Ctrl+C while the libraries below load (a few seconds) ends the script at once and quietly (nothing
-# is written yet; an exception raised inside a native module's import can abort the interpreter); the driver
-# installs its own handler before it writes anything.
-if __name__ == "__main__":
-    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+# SCAFFOLDING: the repo root on sys.path, so that `python algos/<script>.py` imports envs and common; then Ctrl+C
+# while the libraries below load ends the script quietly (common/quiet_start.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import common.quiet_start  # noqa: F401, I001 (first: before the libraries load)
 
 import functools
 import operator
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, NamedTuple
 
 import distrax
@@ -37,9 +34,6 @@ import optax
 from flax import struct
 from flax.training.train_state import TrainState
 from tyro.conf import OmitArgPrefixes
-
-# SCAFFOLDING: put the repo root on sys.path so `python algos/dr.py` can import envs and common.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import driver
 from common.config import (

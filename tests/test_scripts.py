@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from common.config import Range, flag, flags_of, summary
+from common.config import Range, flag, flags_of, summary, with_flags
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted((REPO_ROOT / "algos").glob("*.py"))
@@ -143,7 +143,8 @@ def test_help_defaults_are_the_scripts_config_defaults(script):
     shown = {}
     for group in help_groups(help_text(script)).values():
         shown.update(group.defaults)
-    defaults = flags_of(importlib.import_module(f"algos.{script.stem}").Config())
+    # The command line names the run folder after the script's file (a copy never writes into the original's runs).
+    defaults = flags_of(with_flags(importlib.import_module(f"algos.{script.stem}").Config(), run_name=script.stem))
     assert sorted(shown) == sorted(flag(name) for name in defaults), "every field's flag shows one default"
     for name, value in defaults.items():
         if value is None:  # unset: the hint says what that means, as every script's run of it does

@@ -169,6 +169,11 @@ class Config:
                     f"--buffer-size ({self.buffer_size}) must hold at least --num-envs ({self.ppo.num_envs}) levels",
                 ),
                 (
+                    self.learnability_decay != 1.0 and self.score_function != "learnability",
+                    f"--learnability-decay ({self.learnability_decay}) weighs the outcomes learnability counts; "
+                    f"--score-function {self.score_function} does not use it",
+                ),
+                (
                     self.mutation_criterion != "batch" and ppo.num_envs % self.mutation_subsample_size != 0,
                     f"--mutation-subsample-size ({self.mutation_subsample_size}) must divide --num-envs "
                     f"({ppo.num_envs}) for the {self.mutation_criterion} criterion",

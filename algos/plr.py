@@ -166,6 +166,11 @@ class Config:
                     self.buffer_size < self.ppo.num_envs,
                     f"--buffer-size ({self.buffer_size}) must hold at least --num-envs ({self.ppo.num_envs}) levels",
                 ),
+                (
+                    self.learnability_decay != 1.0 and self.score_function != "learnability",
+                    f"--learnability-decay ({self.learnability_decay}) weighs the outcomes learnability counts; "
+                    f"--score-function {self.score_function} does not use it",
+                ),
             ]
         )
 

@@ -178,8 +178,11 @@ def run_problems(run: RunConfig, num_envs: int) -> list[tuple[bool, str]]:
             for flag, value in intervals.items()
         ),
         (
-            run.run_name in ("", ".", "..") or any(char in run.run_name for char in "/\\\0"),
-            f"--run-name {run.run_name!r} must be one plain folder name (not empty, '.' or '..', no slashes)",
+            run.run_name.strip() in ("", ".", "..")
+            or run.run_name != run.run_name.strip()
+            or any(char in run.run_name for char in "/\\\0"),
+            f"--run-name {run.run_name!r} must be one plain folder name (not blank, '.' or '..', no slashes, no "
+            "spaces at either end)",
         ),
         *(
             (
@@ -404,12 +407,18 @@ def groups_guide(config_class) -> str:
     return "options holds only --help: this method has no settings beyond env, ppo, run and run.devices options."
 
 
+EXIT_STATUS = (
+    "Exit status: 0 when the run reached its end, 2 for bad input (one error line, nothing written), 130 or 143 when "
+    "Ctrl+C or SIGTERM stopped it (with a checkpoint: --resume continues)."
+)
+
+
 def parse_command_line(config_class, description: str, args: list[str] | None = None, script: str | None = None):
     """The script's Config from the command line (`description`, then `groups_guide`, heads --help). With --resume,
     the run's saved config.json supplies every value: flags for run length, logging and placement override it, and
     any other flag that differs from it is refused, listing every such flag; so is a run that another script
     (`script`: 'algos/dr.py') started. Without --run-name the run folder takes the script's file name."""
-    description = "\n\n".join(part for part in (description, groups_guide(config_class)) if part)
+    description = "\n\n".join(part for part in (description, groups_guide(config_class), EXIT_STATUS) if part)
     peek = argparse.ArgumentParser(add_help=False)
     peek.add_argument("--resume", action="store_true")
     peek.add_argument("--no-resume", dest="resume", action="store_false")

@@ -20,6 +20,7 @@ same schedule as one pure function, `BatchedOverSeeds.train`.
 
 import contextlib
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -61,7 +62,9 @@ def run(config, make_train: Callable, script: str, headline: tuple[str, ...], pr
     """Train `config` with the functions of `make_train(config)` (a BatchedOverSeeds), writing the run folder
     as process 0, which holds the folder's lock until this returns or the process ends; `headline` names the
     metrics on the progress line; `process_ends_after` (a script's command line) leaves Ctrl+C and SIGTERM
-    ignored on return. Returns the run folder."""
+    ignored on return and ends the process with status 128 + the signal's number (130 for Ctrl+C, 143 for
+    SIGTERM) when one stopped the run, so a wrapper tells a stopped run from a finished one (0). Returns the run
+    folder."""
     check_config(config, script)
     settings = config.run
     # Ctrl+C and SIGTERM are caught from before config.json is written, so a stop at any moment leaves a folder
@@ -77,7 +80,7 @@ def run(config, make_train: Callable, script: str, headline: tuple[str, ...], pr
             return train(config, functions, headline, run_dir, stop_signal, script)
         folder = open_run_folder(config, script)
         try:
-            return train(config, functions, headline, folder.path, stop_signal, script)
+            run_dir = train(config, functions, headline, folder.path, stop_signal, script)
         except DoesNotFit:
             if not settings.resume and {entry.name for entry in folder.path.iterdir()} == {"config.json", MARKER}:
                 (folder.path / "config.json").unlink()  # a new run that cannot train leaves no folder behind
@@ -86,6 +89,9 @@ def run(config, make_train: Callable, script: str, headline: tuple[str, ...], pr
             raise
         finally:
             os.close(folder.lock)
+    if process_ends_after and stop_signal.stopped_run:  # stopped before its end, checkpoint saved: --resume continues
+        raise SystemExit(128 + signal.Signals[stop_signal.requested or "SIGTERM"])
+    return run_dir
 
 
 def train(
@@ -129,6 +135,7 @@ def train(
         if placement.agree(bool(stop_signal.requested)):  # stopped before the compile: skip it
             if not settings.resume:
                 placement.save(checkpoints, runner, update)
+            stop_signal.stopped_run = True
             if writer:
                 reason = f"stopped by {stop_signal.requested or 'process 0'}"
                 print(f"{reason} before compiling; {run_dir} at update {update}", file=sys.stderr)
@@ -153,6 +160,7 @@ def train(
             reason = stop_reason(settings, update, env_steps, elapsed, int(student_updates.min()))
             if stop_signal.requested:
                 reason = f"stopped by {stop_signal.requested}"
+                stop_signal.stopped_run = True
             # Every process must run the same computations, so process 0's stop decisions are broadcast.
             if placement.agree(reason is not None):
                 break
@@ -193,6 +201,7 @@ def train(
                 saved_update = update
             if stop_requested:
                 reason = f"stopped by {stop_signal.requested or 'process 0'}"
+                stop_signal.stopped_run = True
                 break
         if saved_update != update:
             placement.save(checkpoints, runner, update)

@@ -334,6 +334,7 @@ class StopSignal:
     def __init__(self, process_ends_after: bool = False):
         self.requested = None
         self.chunk_running = False
+        self.stopped_run = False  # the driver ended the run early because of a signal (set by `driver.train`)
         self.process_ends_after = process_ends_after
 
     def __enter__(self):

@@ -112,11 +112,14 @@ def test_resume_with_the_buffer_equals_uninterrupted(tmp_path):
         (dict(min_fill_ratio=0.0), "--min-fill-ratio must be in \\(0, 1\\]"),
         (dict(temperature=0.0), "--temperature must be positive"),
         (dict(log_interval=3), "--checkpoint-interval \\(8\\) must be a multiple of --log-interval \\(3\\)"),
+        (dict(learnability_decay=0.5), "--learnability-decay \\(0.5\\) .*--score-function max_mc does not use it"),
     ],
 )
 def test_invalid_flags(tmp_path, overrides, message):
     with pytest.raises(ConfigError, match=message):
         tiny_config(tmp_path, **overrides)
+    if "learnability_decay" in overrides:  # the score that uses it takes it
+        tiny_config(tmp_path, **overrides, score_function="learnability")
 
 
 @pytest.mark.slow

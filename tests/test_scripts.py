@@ -108,6 +108,7 @@ def test_help_is_grouped_and_documents_every_field(script):
     positions = [text.index(f"─ {title} ") for title in GROUP_TITLES]
     assert positions == sorted(positions) and text.index("─ options ") < positions[0]
     assert "(default: None)" not in text, "say what an unset optional field means"
+    assert "130 or 143 when Ctrl+C or SIGTERM stopped it" in " ".join(text.split()), "--help names the exit statuses"
     names = []
     for cls in config_classes(module.Config()):
         hints = typing.get_type_hints(cls, include_extras=True)

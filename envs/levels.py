@@ -161,9 +161,12 @@ def optimal_steps(level: Level, limit: int | None = None) -> jax.Array:
 
 
 def optimal_return(level: Level, max_steps: int) -> jax.Array:
-    """The best return any policy gets on `level`: the env's own reward (`envs.maze.goal_reward`, bitwise) for
-    reaching the goal at step `optimal_steps`, or 0 when the goal is unreachable or needs more than `max_steps`
-    (a static int, which bounds the search)."""
+    """The best return any policy gets on `level`: the reward for reaching the goal at step `optimal_steps`, by the
+    env's own formula (`envs.maze.goal_reward`), or 0 when the goal is unreachable or needs more than `max_steps`
+    (a static int, which bounds the search). Equal to the env's reward to within float32 rounding, not always
+    bitwise: XLA may round the same formula differently in another program (jitted and vmapped it can be 1 ulp
+    apart), so `common.ued_scores.true_regret` tells optimal play by the episode's length, not by comparing
+    rewards."""
     steps = optimal_steps(level, limit=max_steps)
     return jnp.where(steps >= 0, goal_reward(steps, max_steps), 0.0)
 

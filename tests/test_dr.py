@@ -126,6 +126,26 @@ def test_vmapped_seed_equals_single_seed_run(tiny):
         np.testing.assert_allclose(both_metrics["ppo/loss"][i], alone_metrics["ppo/loss"][0], rtol=1e-4, atol=1e-6)
 
 
+def test_every_env_plays_fresh_levels_of_its_own(tmp_path, monkeypatch):
+    """The levels the envs hold during each update's rollout (`FreshLevelsState.levels`, read out through the helper
+    that counts reused levels) are all different: no env shares a level with another, within an update or across
+    the two. Mutation checked by hand: handing every env env 0's row of fresh levels in `update`
+    (`jax.tree.map(lambda x: jnp.broadcast_to(x[:1], x.shape), fresh_levels)`) fails this test."""
+    counted = dr.reused_levels
+    monkeypatch.setattr(dr, "reused_levels", lambda end_states: {**counted(end_states), "levels": end_states.levels})
+    config = tiny_config(
+        tmp_path, num_seeds=1, num_steps=8, lstm_size=8, maze_size=5, n_walls=3, max_steps=4, total_updates=2
+    )
+    functions = dr.make_train(config)
+    _, metrics = jax.jit(functions.step)(jax.jit(functions.init)(seed_keys(config)))
+    levels = jax.tree.map(lambda x: np.asarray(x[0]), metrics["levels"])  # leaves [updates, envs, fresh levels, ...]
+    shape = (config.run.log_interval, config.ppo.num_envs, config.fresh_levels)
+    assert levels.wall_map.shape[:3] == shape and config.fresh_levels > 1
+    flat = [leaf.reshape(*shape, -1) for leaf in jax.tree.leaves(levels)]
+    keys = {np.concatenate([leaf[index] for leaf in flat]).tobytes() for index in np.ndindex(shape)}
+    assert len(keys) == np.prod(shape), "a level is played by two envs or in two updates"
+
+
 @pytest.mark.slow
 def test_chunked_driving_equals_one_shot_train(tiny):
     config, functions, init, step_chunk = tiny

@@ -17,6 +17,7 @@ from envs.maze import (
     ACTION_RIGHT,
     DIR_TO_VEC,
     EnvParams,
+    goal_reward,
     reset_to_level,
     step,
     step_and_restart,
@@ -137,6 +138,21 @@ def test_true_regret_on_a_recorded_rollout():
     best = float(optimal_return(level, 8))
     score = ued_scores.true_regret(jnp.array(rewards), jnp.array(dones), optimal_steps(level), 8)
     assert float(score) == pytest.approx(best - np.mean(finished_returns), rel=1e-6)
+
+
+@pytest.mark.parametrize("toward", [np.inf, -np.inf], ids=["1 ulp above", "1 ulp below"])
+def test_an_episode_of_optimal_length_scores_exactly_zero_whatever_its_reward_rounds_to(toward):
+    """Two episodes reach the goal in `optimal_steps` steps, each paid 1 ulp off the optimal return's float (as the
+    env, compiled into another program, may round the same formula): the regret is still 0.0 exactly, not -1 or
+    +1 ulp, since optimal play is told by the episode's length. Mutation checked by hand: replacing
+    `jnp.where(optimal_play, 0.0, optimal - returns)` with `optimal - returns` in true_regret fails this test."""
+    level = level_from_text(">..G")
+    steps = optimal_steps(level)
+    assert int(steps) == 3
+    reward = np.nextafter(np.float32(goal_reward(3, 8)), np.float32(toward))
+    rewards = jnp.array([0.0, 0.0, reward, 0.0, 0.0, reward], jnp.float32)
+    dones = jnp.array([False, False, True, False, False, True])
+    assert float(ued_scores.true_regret(rewards, dones, steps, 8)) == 0.0
 
 
 def test_learnability_counts_every_finished_episode():

@@ -23,7 +23,6 @@ from typing import Annotated, Literal, NamedTuple
 
 import numpy as np
 import tyro
-from scipy import stats
 from tyro.conf import Positional
 
 # SCAFFOLDING: put the repo root on sys.path so the script runs as `python benchmarks/learning/first_divergence.py`.
@@ -39,12 +38,13 @@ from benchmarks.learning.learning_vs_minimax_report import (  # noqa: E402
     mann_whitney_p,
     minimax_window_value,
 )
+from benchmarks.learning.pool_seed_sets import spread_p  # noqa: E402
 from common.config import AT_LEAST_ONE, Range, raise_first, range_problems  # noqa: E402
 from common.errors import ConfigError  # noqa: E402
 from common.runs import one_line_errors  # noqa: E402
 
 MIN_SEEDS = 3
-"""Seeds a side a window needs to be tested: with two, Brown-Forsythe's within-group spread is always zero."""
+"""Seeds a side a window needs to be tested (`spread_p` gives no p below it)."""
 
 
 class Statistic(NamedTuple):
@@ -127,13 +127,6 @@ def holm(p_values: list[float]) -> list[float]:
     return adjusted
 
 
-def spread_p(a: list[float], b: list[float]) -> float:
-    """Brown-Forsythe (Levene's test about the medians) p of two samples' spreads."""
-    if np.ptp(a) == 0 and np.ptp(b) == 0:
-        return 1.0
-    return float(stats.levene(a, b, center="median").pvalue)
-
-
 TESTS = {"location": mann_whitney_p, "spread": spread_p}
 
 
@@ -146,7 +139,8 @@ def divergence(cleanued: np.ndarray, minimax: np.ndarray, ends: list[int], alpha
         for column in range(len(ends)):
             a = [value for value in cleanued[:, column] if not math.isnan(value)]
             b = [value for value in minimax[:, column] if not math.isnan(value)]
-            raw.append(p_of(a, b) if min(len(a), len(b)) >= MIN_SEEDS else math.nan)
+            p = p_of(a, b) if min(len(a), len(b)) >= MIN_SEEDS else None
+            raw.append(math.nan if p is None else p)
         adjusted = holm(raw)
         first = next((end for end, p in zip(ends, adjusted, strict=True) if p < alpha), None)
         result[test] = {"p": raw, "adjusted": adjusted, "first": first}

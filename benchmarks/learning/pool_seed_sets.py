@@ -4,11 +4,11 @@ A difference found on one set of 12 seeds a side can be the spread; the same exp
 For one method, per checkpoint: the training-distribution and held-out solve rates, mean [95% percentile bootstrap
 interval] per side and the two-sided Mann-Whitney U p over all seeds; then each held-out maze's solve rate averaged
 per seed over the checkpoints it was evaluated at (the harness's primary held-out figure). Beside Mann-Whitney's
-p (ranks), each row gives the difference of the means with its interval and a spread test, since a few seeds
-stuck low on one side move the mean and the spread but hardly the ranks. Reads each folder's experiment.json and
-evaluations.jsonl (what `benchmarks/results/learning_vs_minimax_*` keep) and prints Markdown. The evaluation's
-levels and actions depend on the seed's index only, so the i-th seed of every set meets the same ones (common
-random numbers, as between the two sides).
+p (ranks), each row gives the difference of the means with its interval and a spread test (from 3 seeds a side),
+since a few seeds stuck low on one side move the mean and the spread but hardly the ranks. Reads each folder's
+experiment.json and evaluations.jsonl (what `benchmarks/results/learning_vs_minimax_*` keep) and prints Markdown.
+The evaluation's levels and actions depend on the seed's index only, so the i-th seed of every set meets the same
+ones (common random numbers, as between the two sides).
 
     R=benchmarks/results/learning_vs_minimax_7x7_plr_12_seeds
     python benchmarks/learning/pool_seed_sets.py $R ${R}_set2 ${R}_set3
@@ -110,9 +110,13 @@ def difference_interval(cleanued: list[float], minimax: list[float], resamples: 
     return float(a.mean() - b.mean()), (float(result.confidence_interval.low), float(result.confidence_interval.high))
 
 
-def spread_p(cleanued: list[float], minimax: list[float]) -> float:
+def spread_p(cleanued: list[float], minimax: list[float]) -> float | None:
     """Brown-Forsythe p (Levene's test about the medians): do the sides' seeds spread alike? Mann-Whitney compares
-    ranks, so it hardly sees one side's lower tail; this does."""
+    ranks, so it hardly sees one side's lower tail; this does. None with fewer than 3 seeds a side: a side's 2
+    seeds lie equally far from their median, so the within-side variance is 0 and p comes out near 0 whatever the
+    values."""
+    if min(len(cleanued), len(minimax)) < 3:
+        return None
     if np.ptp(cleanued) == 0 and np.ptp(minimax) == 0:
         return 1.0
     return float(stats.levene(cleanued, minimax, center="median").pvalue)
@@ -129,9 +133,10 @@ def row(label: str, per_side: dict, resamples: int) -> str:
     mann_whitney = mann_whitney_p(per_side["cleanued"], per_side["minimax"])
     spread = spread_p(per_side["cleanued"], per_side["minimax"])
     overlap_cell = "yes" if overlapping else "**no**"
+    spread_cell = "-" if spread is None else f"{spread:.2f}"
     return (
         f"| {label} | {seeds} | {cells[0]} | {cells[1]} | {overlap_cell} | {difference} | {mann_whitney:.2f} |"
-        f" {spread:.2f} |"
+        f" {spread_cell} |"
     )
 
 
@@ -144,7 +149,7 @@ def pooled_table(args: Args) -> str:
     lines = [
         f"{args.method}, {len(args.folders)} seed sets pooled: solve rates, mean [95% bootstrap interval] per side, the"
         " difference of the means (cleanued - minimax) with its interval, and the p-values of Mann-Whitney U (ranks)"
-        " and Brown-Forsythe (spread)",
+        " and Brown-Forsythe (spread; - with fewer than 3 seeds a side)",
         "",
         "| quantity | seeds (cleanued/minimax) | cleanued | minimax | intervals overlap | difference | Mann-Whitney p"
         " | spread p |",

@@ -365,10 +365,13 @@ def episode_metrics(transitions: Transition) -> dict:
     return {"train/return": episode_return, "train/solve_rate": solved, "train/episodes": finished.astype(jnp.float32)}
 
 
-def reused_levels(end_states: FreshLevelsState) -> dict:
-    """Episodes started on a level the env had already played this rollout, having used up its fresh ones."""
+def reused_levels(end_states: FreshLevelsState, last_done: jax.Array) -> dict:
+    """Episodes played (for at least one step) on a level the env had already played this rollout, having used up
+    its fresh ones: summed over envs. An episode started by the rollout's last step (`last_done` [num_envs]) is
+    played in no step of it and does not count."""
     levels_per_env = end_states.levels.wall_map.shape[1]
-    reused = jnp.maximum(end_states.started - levels_per_env, 0).sum()
+    played = end_states.started - last_done
+    reused = jnp.maximum(played - levels_per_env, 0).sum()
     return {"train/reused_levels": reused.astype(jnp.float32)}
 
 
@@ -441,7 +444,12 @@ def make_train(config: Config) -> BatchedOverSeeds:
             rng_ppo, runner.train_state, network, carry, transitions, advantages, targets, ppo.settings
         )
         finite = all_finite((ppo_metrics["ppo/loss"], train_state.params, train_state.opt_state))
-        metrics = {**episode_metrics(transitions), **reused_levels(end.env_state), **ppo_metrics, FINITE_METRIC: finite}
+        metrics = {
+            **episode_metrics(transitions),
+            **reused_levels(end.env_state, transitions.done[-1]),
+            **ppo_metrics,
+            FINITE_METRIC: finite,
+        }
         runner = runner.replace(
             train_state=train_state, rng=rng, update=runner.update + 1, student_updates=runner.student_updates + 1
         )

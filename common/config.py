@@ -366,8 +366,23 @@ def file_in_the_way(folder: Path) -> Path | None:
     return next((path for path in (folder, *folder.parents) if path.exists() and not path.is_dir()), None)
 
 
+def name_length_problem(path: Path) -> str | None:
+    """Why the file system cannot take `path`'s name (a part over NAME_MAX bytes, the whole over PATH_MAX), or None;
+    asked before anything touches the path, which would fail with an OSError."""
+    long_part = next((part for part in path.parts if len(part.encode()) > NAME_MAX), None)
+    if long_part is not None:
+        size = len(long_part.encode())
+        return f"it has a {size}-byte name, {long_part[:20]!r}...: file systems take at most {NAME_MAX}"
+    if len(str(path).encode()) > PATH_MAX:
+        return f"its path is {len(str(path).encode())} bytes long: file systems take at most {PATH_MAX}"
+    return None
+
+
 def absent_folder_problem(folder: Path) -> str | None:
     """Why `folder` is not there, naming the folder that should hold it (a run's --runs-dir); None if it is."""
+    too_long = name_length_problem(folder)
+    if too_long:
+        return too_long
     if folder.exists():
         return None
     in_the_way = file_in_the_way(folder)

@@ -579,6 +579,15 @@ def test_names_and_paths_too_long_for_the_file_system_are_one_line_errors(tmp_pa
         tiny(deep)
     result = cli("--runs-dir", str(tmp_path), "--run-name", "r" * 300, *TINY_FLAGS)
     one_line_error(result, "--run-name has a 300-byte name")
+    # --resume and the evaluate and report commands read the folder before any flag check: an OSError traceback
+    one_line_error(cli("--runs-dir", str(tmp_path), "--run-name", "r" * 300, "--resume"), "300-byte name")
+    long_folder = str(tmp_path / ("r" * 300))
+    for command in (
+        ["common.evaluate", "--run-dir", long_folder],
+        ["common.report", long_folder, "--out", str(tmp_path)],
+    ):
+        result = subprocess.run([sys.executable, "-m", *command], cwd=REPO_ROOT, capture_output=True, text=True)
+        one_line_error(result, "300-byte name")
     assert list(tmp_path.iterdir()) == []
 
 

@@ -5,6 +5,7 @@ File layout: `MAGIC`, 64 hex digits of the payload's SHA-256, newline, msgpack p
 {"update": int, "config": json str, "state": state dict}.
 """
 
+import errno
 import hashlib
 import json
 import os
@@ -55,6 +56,14 @@ def write_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+
+
+def remedy(error: OSError) -> str:
+    """What to do about a failed write, by its cause: a full disk and a folder one may not write call for
+    different things."""
+    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "make the folder writable (or copy it to one that is)"
+    return "free space"
 
 
 def sweep_temporary_files(run_dir: Path) -> list[Path]:

@@ -29,7 +29,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from common.checkpoint import Checkpoints, sweep_temporary_files
+from common.checkpoint import Checkpoints, remedy, sweep_temporary_files
 from common.config import check_resumable, flags_of, log_intervals_resuming_at, parse_command_line, summary
 from common.contract import FINITE_METRIC, BatchedOverSeeds, check_config, check_functions, check_health_metric
 from common.devices import check_compiled_fits, check_state_fits, initialize_distributed
@@ -245,7 +245,7 @@ def errors_as_one_line(run_dir: Path, checkpoints: Checkpoints):
         newest = checkpoints.newest()
         message = f"could not write to {run_dir} ({error.strerror or error})"
         if newest is None:
-            message += "; it has no checkpoint yet: free space, then start over with --overwrite"
+            message += f"; it has no checkpoint yet: {remedy(error)}, then start over with --overwrite"
         else:
-            message += f"; its newest complete checkpoint is {newest}: free space, then --resume"
+            message += f"; its newest complete checkpoint is {newest}: {remedy(error)}, then --resume"
         raise ConfigError(message) from None

@@ -28,6 +28,7 @@ import importlib.util
 import io
 import math
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,6 +218,16 @@ def load_newest(run_dir: Path, template) -> tuple[object, int]:
     )
 
 
+def check_writable(folder: Path, what: str) -> None:
+    """A one-line error unless a file can be made in `folder` (made if missing), which will hold `what`."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise ConfigError(f"cannot write to {folder} ({error.strerror or error}): it would hold {what}") from None
+
+
 def write_csv(path: Path, rows: list[dict]) -> None:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, list(rows[0]))
@@ -295,6 +306,10 @@ def main(args: Args) -> None:
     num_seeds, lstm_size = config.run.num_seeds, config.ppo.lstm_size
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = args.out or args.run_dir / "eval" / f"evaluate_{update:08d}_{stamp}.csv"
+    # Said before minutes of evaluating, not after them: a read-only run folder (or --out folder) fails each write.
+    check_writable(out.parent, "the evaluation's CSV" + ("" if args.out else "; give --out FILE in a writable folder"))
+    if args.gif or args.risk:
+        check_writable(args.run_dir / "eval", "--gif's and --risk's files, which go only into the run folder")
     rows = []
     print(f"{args.run_dir} at update {update}, policy {args.policy}, {num_seeds} seeds x {args.episodes} episodes")
     if num_seeds < MIN_SEEDS_FOR_INTERVAL:

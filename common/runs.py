@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from common.checkpoint import TEMPORARY, CheckpointError, list_checkpoints, write_atomic
+from common.checkpoint import TEMPORARY, CheckpointError, list_checkpoints, remedy, write_atomic
 from common.config import (
     check_resumable,
     check_same_script,
@@ -150,10 +150,16 @@ def open_run_folder(config, script: str) -> RunFolder:
                 )
             if entry.name == MARKER:
                 continue
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
+            try:
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+            except OSError as error:
+                raise ConfigError(
+                    f"could not delete {entry} ({error.strerror or error}) for --overwrite: {remedy(error)}, then "
+                    "--overwrite again (the folder still holds its marker, so that finishes the job)"
+                ) from None
     except BaseException:
         os.close(lock)
         raise
@@ -184,7 +190,7 @@ def write_marker(run_dir: Path) -> None:
         write_atomic(run_dir / MARKER, MARKER_TEXT)
     except OSError as error:
         problem = error.strerror or error
-        raise ConfigError(f"could not write {run_dir / MARKER} ({problem}): free space and run again") from None
+        raise ConfigError(f"could not write {run_dir / MARKER} ({problem}): {remedy(error)} and run again") from None
 
 
 def record_config(run_dir: Path, config, script: str) -> None:
@@ -194,7 +200,8 @@ def record_config(run_dir: Path, config, script: str) -> None:
     try:
         write_atomic(path, json.dumps({"script": script, "config": flags_of(config)}, indent=2).encode())
     except OSError as error:
-        raise ConfigError(f"could not write {path} ({error.strerror or error}): free space and run again") from None
+        problem = error.strerror or error
+        raise ConfigError(f"could not write {path} ({problem}): {remedy(error)} and run again") from None
 
 
 INTEGER_COLUMNS = ("seed", "update", "env_steps")

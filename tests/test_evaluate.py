@@ -206,3 +206,28 @@ def test_help_names_the_module_and_says_what_it_does(module, opening):
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"usage: python -m {module} "), result.stdout[:200]
     assert opening in result.stdout
+
+
+def test_a_read_only_run_folder_is_said_before_evaluating_and_points_to_out(tmp_path, zero_run, monkeypatch):
+    """The fault trial's read-only run folder: evaluate evaluated for minutes, then died in an OSError traceback when
+    it wrote. Now the writes are tried first (a read-only folder as a root user never sees one: PermissionError is
+    raised where a file would be made). Mutation checked by hand: without `check_writable` the first refusal fails."""
+    _, _, make = zero_run
+    run_dir = make(tmp_path / "run", (4,))
+    real_temporary_file = common.evaluate.tempfile.TemporaryFile
+    played = []
+    monkeypatch.setattr(common.evaluate, "evaluate_policy", lambda *args, **kwargs: played.append(1))
+
+    def read_only(*args, dir=None, **kwargs):
+        if Path(dir).is_relative_to(run_dir):
+            raise PermissionError(13, "Permission denied")
+        return real_temporary_file(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(common.evaluate.tempfile, "TemporaryFile", read_only)
+    with pytest.raises(ConfigError, match=r"cannot write to .*eval \(Permission denied\).*give --out FILE"):
+        common.evaluate.main(Args(run_dir=run_dir, mazes=("SixteenRooms",), episodes=2))
+    with pytest.raises(ConfigError, match="--gif's and --risk's files, which go only into the run folder"):
+        common.evaluate.main(
+            Args(run_dir=run_dir, mazes=("SixteenRooms",), episodes=2, gif=True, out=tmp_path / "a.csv")
+        )
+    assert played == [], "refused before evaluating"

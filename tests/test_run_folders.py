@@ -655,3 +655,29 @@ def test_ctrl_c_pressed_on_while_the_process_ends_prints_no_traceback(tmp_path):
         time.sleep(0.01)
     stderr = process.stderr.read()
     assert process.returncode == 0 and "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+
+
+def test_a_read_only_run_folder_says_so_on_overwrite_and_resume(tmp_path, finished_run, monkeypatch):
+    """The fault trial's read-only run folder: --overwrite ended in a PermissionError traceback and --resume said
+    "free space and run again", which is not the cause. (As root a read-only folder never refuses a write, so the
+    OSError is raised where the write happens.)"""
+    run = copy_of(finished_run, tmp_path, "locked")
+
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(runs.shutil, "rmtree", refused)
+    with pytest.raises(
+        ConfigError, match=r"could not delete .* \(Permission denied\) for --overwrite: make the folder"
+    ):
+        run_script(dr, tiny(tmp_path, run_name="locked", overwrite=True))
+    assert (run / runs.MARKER).exists(), "what could be deleted is gone; the marker stays for the next --overwrite"
+    monkeypatch.undo()
+    run = copy_of(finished_run, tmp_path, "read_only")
+    before = snapshot(run)
+    monkeypatch.setattr(
+        os, "fsync", lambda descriptor: (_ for _ in ()).throw(OSError(errno.EROFS, "Read-only file system"))
+    )
+    with pytest.raises(ConfigError, match=r"config.json \(Read-only file system\): make the folder writable"):
+        run_script(dr, tiny(tmp_path, run_name="read_only", resume=True, total_updates=6))
+    assert snapshot(run) == before

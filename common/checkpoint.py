@@ -166,9 +166,10 @@ class Checkpoints:
             write_atomic(checkpoint_path(self.directory / "archive", update), path.read_bytes())
         return path
 
-    def restore(self, template) -> tuple[object, int, dict, Path] | None:
+    def restore(self, template, repair_archives: bool = True) -> tuple[object, int, dict, Path] | None:
         """(state, update, the config saved with it, its path) from the newest checkpoint, or None when there
-        is none yet. Archives that are due and missing are written first (`archive_due`)."""
+        is none yet. Archives that are due and missing are written first (`archive_due`), unless `repair_archives`
+        is off: in a multi-process run only process 0, which holds the folder's lock, writes."""
         newest = self.newest()
         if newest is None:
             return None
@@ -176,7 +177,8 @@ class Checkpoints:
             state, update, config = load(newest, template)
         except CheckpointError as error:
             raise CheckpointError(f"{error}; delete it to resume from the previous checkpoint") from None
-        self.archive_due()
+        if repair_archives:
+            self.archive_due()
         return state, update, config, newest
 
     def archive_due(self) -> list[Path]:

@@ -111,7 +111,7 @@ def train(
     checkpoints = Checkpoints(run_dir, settings.keep_checkpoints, settings.archive_interval, flags_of(config))
     previous_log, wall_offset = None, 0.0
     if settings.resume:
-        runner, update, saved, path = checkpoints.restore(jax.eval_shape(init, rngs))
+        runner, update, saved, path = checkpoints.restore(jax.eval_shape(init, rngs), repair_archives=writer)
         check_resumable(saved, config, f"from {path}, a checkpoint saved with another config")
         env_steps = update * config.env_steps_per_update
         student_updates = int(np.min(functions.student_updates(runner)))

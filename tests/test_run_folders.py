@@ -20,7 +20,7 @@ import jax
 import pytest
 
 from algos import accel, accel_parallel, dr, paired, plr, plr_parallel, sfl
-from common import checkpoint, runs
+from common import checkpoint, devices, runs
 from common.config import log_intervals_resuming_at, parse_command_line, with_flags
 from common.errors import ConfigError
 from tests.states import assert_states_close, newest_state, run_script
@@ -548,6 +548,20 @@ def test_an_archive_cut_off_by_a_kill_is_written_on_resume(tmp_path):
     archive.unlink()
     run_script(dr, tiny(tmp_path, run_name="cut", resume=True, total_updates=6, archive_interval=4))
     assert archive.read_bytes() == kept
+
+
+def test_only_process_0_repairs_archives_on_resume(tmp_path, monkeypatch):
+    """In a multi-process run every process restores the checkpoint, but only process 0 holds the folder's lock and
+    may write: another process writing the missing archive raced process 0's sweep of temporary files."""
+    run = run_script(dr, tiny(tmp_path, run_name="cut", total_updates=4, archive_interval=4))
+    archive = run / "checkpoints" / "archive" / "update_00000004.msgpack"
+    archive.unlink()
+    monkeypatch.setattr(devices.Placement, "is_main_process", property(lambda placement: False))
+    run_script(dr, tiny(tmp_path, run_name="cut", resume=True, total_updates=4, archive_interval=4))
+    assert not archive.exists(), "a process other than 0 wrote into the run folder"
+    monkeypatch.undo()
+    run_script(dr, tiny(tmp_path, run_name="cut", resume=True, total_updates=4, archive_interval=4))
+    assert archive.exists(), "process 0 repairs it"
 
 
 def test_a_copied_run_folder_resumes_where_it_is(tmp_path, finished_run, monkeypatch):

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from benchmarks.peers import env_timing
+from benchmarks.speed import env_timing
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -148,9 +148,11 @@ def imported_modules(path: Path) -> set[str]:
 
 def test_env_timer_and_the_peer_env_workers_import_nothing_of_the_project():
     """They run with a peer's own Python and jax (minimax's 0.4.31): the timer imports jax and the standard library
-    only, each worker those, its peer's packages and its own folder's modules."""
+    only, each worker those, its peer's packages, its own folder's modules and the timer (benchmarks/speed)."""
     peers = REPO_ROOT / "benchmarks" / "peers"
-    assert imported_modules(peers / "env_timing.py") - set(sys.stdlib_module_names) == {"jax"}
+    assert imported_modules(REPO_ROOT / "benchmarks" / "speed" / "env_timing.py") - set(sys.stdlib_module_names) == {
+        "jax"
+    }
     project = {"algos", "benchmarks", "common", "envs", "tests"}
     for worker in ENV_WORKERS:
         modules = imported_modules(peers / worker)
@@ -195,3 +197,20 @@ def test_sfl_refresh_timer_reports_the_scoring_time():
     line = json.loads(result.stdout.strip().splitlines()[-1])
     assert line["bench"] == "sfl_refresh" and line["scoring_env_steps"] == 8 * 16
     assert math.isfinite(line["scoring_seconds"]) and "commit" in line and "device" in line
+
+
+def test_the_speed_benchmarks_import_nothing_from_the_floor_above():
+    """benchmarks/peers builds on benchmarks/speed (AMaze's own timings, the env timer, the tables), never the other
+    way round."""
+    for path in (REPO_ROOT / "benchmarks" / "speed").glob("*.py"):
+        assert not any(module.startswith("benchmarks.peers") for module in full_imports(path)), path.name
+
+
+def full_imports(path: Path) -> set[str]:
+    modules = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            modules |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            modules.add(node.module)
+    return modules

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.peers.bench_jaxued import markdown_table
 from benchmarks.peers.jaxued_worker import mixed_seconds_per_update
+from benchmarks.speed.tables import markdown_table
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

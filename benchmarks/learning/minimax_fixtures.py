@@ -9,6 +9,11 @@ under 1 MB and the tests take seconds.
     benchmarks/.minimax-venv/bin/python benchmarks/learning/minimax_fixtures.py            # all, into tests/fixtures
     benchmarks/.minimax-venv/bin/python benchmarks/learning/minimax_fixtures.py --only buffer
 
+One file, in three marked sections (the level buffer, the scores, one update), because every recording stands on the
+same minimax-side pieces (the manager and the runner built from the shipped flags, `take`, the parameter-name mapping
+`flat_params` that minimax_checkpoint_params.py also uses, the `meta` stamp of versions) and one command re-records
+every fixture with one stack, so the fixtures never mix versions. Split it when a section needs pieces of its own.
+
 Files (tests/fixtures/):
 - minimax_plr_buffer.npz: minimax's `PLRManager` (force_unique, rank, MaxMC, capacity 8, 4 levels per
   cycle) driven through a scripted then random sequence of cycles, each as `PLRRunner.run` calls it:

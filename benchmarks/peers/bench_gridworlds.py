@@ -25,8 +25,8 @@ import tyro
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
 
-from benchmarks.peers.bench_jaxued import json_lines, markdown_table, ratio  # noqa: E402
 from benchmarks.speed import bench_env  # noqa: E402
+from benchmarks.speed.tables import json_lines, markdown_table, ratio  # noqa: E402
 
 PEERS = {"navix": "NAVIX", "xminigrid": "XLand-MiniGrid"}
 """Package -> name in the table."""

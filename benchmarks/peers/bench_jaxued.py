@@ -31,6 +31,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks.speed import bench_algos, bench_env  # noqa: E402
+from benchmarks.speed.tables import json_lines, markdown_table, ratio  # noqa: E402
 
 JAXUED_STACK = (
     "jaxued==0.0.1",
@@ -79,33 +80,9 @@ def jaxued_python(venv: Path) -> Path:
     return bench_algos.pinned_python(venv, JAXUED_STACK)
 
 
-def json_lines(stdout: str) -> list[dict]:
-    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
-
-
 def run_worker(python: Path, script: str, *args: str) -> list[dict]:
     command = [str(python), str(Path(__file__).resolve().parent / script), *args]
     return json_lines(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
-
-
-def ratio(ours: float, theirs: float | None) -> str:
-    return "-" if not theirs else f"{ours / theirs:.2f}x"
-
-
-def markdown_table(header: list[str], rows: list[list]) -> str:
-    """A markdown table: text columns left-aligned, the rest right-aligned; numbers above 999 with thousands commas."""
-
-    def cell(value) -> str:
-        if isinstance(value, bool) or value is None:
-            return "-" if value is None else str(value)
-        if isinstance(value, int):
-            return f"{value:,}"
-        return str(value)
-
-    numeric = [all(isinstance(row[i], (int, float)) or row[i] is None for row in rows) for i in range(len(header))]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if n else "---" for n in numeric) + "|"]
-    lines += ["| " + " | ".join(cell(value) for value in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def env_part(args: Args) -> list[dict]:

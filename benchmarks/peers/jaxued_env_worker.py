@@ -14,6 +14,12 @@ JSON line per env count.
 
 import argparse
 import json
+import sys
+from pathlib import Path
+
+# SCAFFOLDING: the env timing protocol lives with AMaze's own env benchmark, benchmarks/speed/env_timing.py (jax and
+# the standard library only), which this worker shares with a peer's Python.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "speed"))
 
 import jax
 import jax.numpy as jnp

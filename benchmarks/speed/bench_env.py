@@ -32,8 +32,8 @@ import tyro
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
 
-from benchmarks.peers.env_timing import time_rollout  # noqa: E402
 from benchmarks.speed.bench_algos import minimax_python  # noqa: E402
+from benchmarks.speed.env_timing import time_rollout  # noqa: E402
 from common.provenance import describe_environment  # noqa: E402
 from envs.levels import sample_dr_level  # noqa: E402
 from envs.maze import (  # noqa: E402

@@ -61,8 +61,8 @@ import tyro
 # SCAFFOLDING: make `benchmarks`, `envs` and `common` importable when run as a script.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.peers.bench_jaxued import markdown_table, ratio  # noqa: E402
 from benchmarks.speed import bench_algos, bench_env  # noqa: E402
+from benchmarks.speed.tables import markdown_table, ratio  # noqa: E402
 from common.config import Devices  # noqa: E402
 from common.devices import scan_unroll  # noqa: E402
 from common.provenance import describe_environment  # noqa: E402

@@ -340,18 +340,19 @@ def check_same_script(saved: dict, script: str | None, run_dir: Path) -> None:
         raise ConfigError(f"cannot resume {run_dir} with {script}: {saved['script']} started it; resume it with that")
 
 
-def read_saved_config(run_dir: Path) -> dict:
-    """config.json of a run folder: {"script": ..., "config": {flag name: value}}, or a one-line error."""
+def read_saved_config(run_dir: Path, resuming: bool = False) -> dict:
+    """config.json of a run folder: {"script": ..., "config": {flag name: value}}, or a one-line error (`resuming`:
+    one that says how a run whose config.json is gone can start over)."""
     path = run_dir / "config.json"
     if not path.is_file():
         held = sorted(entry.name for entry in run_dir.iterdir()) if run_dir.is_dir() else []
-        if held:  # what a kill during --overwrite or a deleted config.json leaves: point at the one way out
+        if held and resuming:  # what a kill during --overwrite or a deleted config.json leaves: the one way out
             shown = ", ".join(held[:5]) + (", ..." if len(held) > 5 else "")
             raise ConfigError(
                 f"{run_dir} is not a run folder (no config.json; it holds {shown}): without its config the run "
                 "cannot continue; the script's --overwrite starts it over if a run made it"
             )
-        raise ConfigError(f"{run_dir} is not a run folder (no config.json)")
+        raise ConfigError(f"{run_dir} is not a run folder (no config.json): give the folder of a run")
     try:
         saved = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
@@ -398,7 +399,7 @@ def read_config_to_resume(run_dir: Path) -> dict:
     problem = absent_folder_problem(run_dir)
     if problem:
         raise ConfigError(f"cannot resume {run_dir}: {problem}")
-    return read_saved_config(run_dir)
+    return read_saved_config(run_dir, resuming=True)
 
 
 def config_from_saved(config_class, saved: dict, where):

@@ -318,6 +318,8 @@ def main(args: Args) -> None:
         policy = "with their interval"
     print(f"means over {num_seeds} seeds, {policy} (interval policy, as in the report: {interval_policy(0.95)})")
     for index, name in enumerate(args.mazes):
+        # A maze can take minutes (its compile, many episodes): say what is under way, not only what is done.
+        print(f"evaluating {name} ({index + 1}/{len(args.mazes)})...", flush=True)
         maze = get_heldout_maze(name)
 
         def evaluate_seed(rng, seed_params, maze=maze, num_episodes=args.episodes):
@@ -334,6 +336,7 @@ def main(args: Args) -> None:
                          "solve_rate": float(solve_rates[seed]), "return": float(mean_returns[seed])})  # fmt: skip
         print(f"{name:>18}: solve rate {describe(solve_rates)}   return {describe(mean_returns)}")
         if args.gif:
+            print(f"{'':>18}  drawing seed 0's first episode on {name}...", flush=True)
             first_seed = jax.tree.map(lambda x: x[0], params)
             result = jax.jit(functools.partial(evaluate_seed, num_episodes=1))(rngs[0], first_seed)
             level = jax.tree.map(lambda x: np.asarray(x[0]), result.levels)

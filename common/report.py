@@ -8,8 +8,8 @@ Run folders are grouped by method: the script named in each config.json (`algos/
 positional folder, NAME for `--label NAME=RUN_DIR` (the name ends at the first `=`, so any run name, `lr=3e-4`
 too, works either way); folders of one method pool their seeds (two 3-seed runs are 6 seeds), and a folder given
 twice is refused. Each folder contributes its newest held-out evaluation (`eval/evaluate_<update>_<time>.csv`,
-highest update, then latest time: `python -m common.evaluate` writes them), its logs.csv, and its newest risk
-evaluation if it has one (`eval/risk_*.csv`, from `python -m common.evaluate --risk`). A score that is not a
+highest update, then latest time: `.venv/bin/python -m common.evaluate` writes them), its logs.csv, and its newest risk
+evaluation if it has one (`eval/risk_*.csv`, from `common.evaluate --risk`). A score that is not a
 number in [0, 1] is refused, naming its file and line; so are risk evaluations of different configurations. A
 last row that a kill cut short (in logs.csv or an evaluation CSV) is dropped with a warning; a row with a wrong number
 of fields before the last is refused.
@@ -32,8 +32,10 @@ Writes to --out:
                 beats a seed of Y on a maze (ties count half), averaged over mazes, stratified bootstrap interval
   risk.csv      method, the risk evaluation's configuration, alpha, n_seeds, mean, ci_low, ci_high
   curves.png, mazes.png, aggregates.png, risk.png (mazes.png and aggregates.png name each method's evaluated update)
-A file that is not written (improvement.csv with one method, risk.csv and risk.png without a risk evaluation) is
-named in a printed line that says why.
+A folder not evaluated yet adds its training curves to curves.png and nothing else, and is named in a printed
+line (with none evaluated, curves.png is all there is). A file that is not written (improvement.csv with one
+evaluated method, risk.csv and risk.png without a risk evaluation) is named in a printed line that says why; every
+file written is printed.
 """
 
 import csv
@@ -171,6 +173,11 @@ class Method:
     risk: dict[float, list[float]] = field(default_factory=dict)  # alpha -> [seeds], from every folder with one
     risk_setup: RiskSetup | None = None  # the same for every folder of every method (load_methods checks)
     without_risk: list[Path] = field(default_factory=list)  # folders with no risk evaluation
+    not_evaluated: list[Path] = field(default_factory=list)  # folders with training curves only (no evaluation yet)
+
+    @property
+    def evaluated(self) -> bool:
+        return bool(self.evaluated_at)
 
 
 def newest(folder: Path, pattern: re.Pattern) -> Path | None:
@@ -298,11 +305,11 @@ def load_methods(runs: tuple, labels: tuple[str, ...] = ()) -> list[Method]:
             raise ConfigError(f"cannot report on {folder}: {problem}")
         name = label or Path(read_saved_config(folder)["script"]).stem
         evaluation = newest(folder / "eval", EVALUATION)
-        if evaluation is None:
-            raise ConfigError(
-                f"{folder} has no evaluation yet: run `python -m common.evaluate --run-dir {folder}` first"
-            )
         method = methods.setdefault(name, Method(name))
+        if evaluation is None:  # its training curves still tell something: drawn, and named as not evaluated
+            method.not_evaluated.append(folder)
+            method.curves += learning_curves(folder)
+            continue
         mazes = read_evaluation(evaluation)
         if method.evaluated_at and set(mazes) != set(method.solve_rates):
             raise ConfigError(f"{folder} was evaluated on other mazes than the other {name} folders")
@@ -320,13 +327,13 @@ def load_methods(runs: tuple, labels: tuple[str, ...] = ()) -> list[Method]:
             (other_played, other), ours = next(iter(risk_files.items())), describe_played(*played)
             raise ConfigError(
                 f"risk evaluations differ: {other} has {describe_played(*other_played)}, {risk} has {ours}; "
-                "run `python -m common.evaluate --risk` with the same flags on every folder"
+                "run `.venv/bin/python -m common.evaluate --risk` with the same flags on every folder"
             )
         risk_files.setdefault(played, risk)
         method.risk_setup = setup
         for alpha, values in win_rates.items():
             method.risk.setdefault(alpha, []).extend(values)
-    maze_sets = {name: tuple(sorted(method.solve_rates)) for name, method in methods.items()}
+    maze_sets = {name: tuple(sorted(method.solve_rates)) for name, method in methods.items() if method.evaluated}
     if len(set(maze_sets.values())) > 1:
         listed = "; ".join(f"{name}: {', '.join(mazes)}" for name, mazes in maze_sets.items())
         raise ConfigError(f"the methods were evaluated on different mazes ({listed}); evaluate all on the same --mazes")
@@ -566,7 +573,13 @@ def common_eval_mazes(methods: list[Method]) -> list[str]:
 
 
 def figures(out: Path, methods: list[Method], rows: list[dict], confidence: float) -> list[Path]:
-    written = []
+    """curves.png of every method, then the evaluation's figures of the evaluated methods (none: curves.png only)."""
+    written = [curves_figure(out, methods, confidence)]
+    evaluated = [method for method in methods if method.evaluated]
+    return written + (evaluation_figures(out, evaluated, rows, confidence) if evaluated else [])
+
+
+def curves_figure(out: Path, methods: list[Method], confidence: float) -> Path:
     # One x range for both panels: the updates before the first evaluation show as the gap they are.
     figure, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharex=True)
     mazes_in_training = common_eval_mazes(methods)
@@ -587,8 +600,11 @@ def figures(out: Path, methods: list[Method], rows: list[dict], confidence: floa
                 shown.add(plot_over_seeds(axis, *curve, method.name, confidence, marker=marker))
         axis.set(title=fill(title), xlabel="env steps per seed", ylabel=ylabel, ylim=(0, 1))
         legend(axis, shown, confidence)
-    written.append(save(figure, out / "curves.png"))
+    return save(figure, out / "curves.png")
 
+
+def evaluation_figures(out: Path, methods: list[Method], rows: list[dict], confidence: float) -> list[Path]:
+    written = []
     by_key = {(row["method"], row["maze"]): row for row in rows}
     mazes = sorted({row["maze"] for row in rows} - set(AGGREGATES))
     figure, axis = plt.subplots(figsize=(min(12, max(6, 0.8 * len(mazes) * len(methods) + 2)), 4.5))
@@ -675,33 +691,51 @@ def not_written(out: Path, names: tuple[str, ...], why: str) -> str:
 
 def main(args: Args) -> None:
     methods = load_methods(args.runs, args.label)
+    evaluated = [method for method in methods if method.evaluated]
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = summarize(methods, args)
-    write_csv(args.out / "summary.csv", rows)
-    table = markdown(rows, methods, args.confidence)
-    (args.out / "summary.md").write_text(table)
-    print(table)
-    mixed = mixed_updates(methods)
-    if mixed:
-        print(f"warning: {mixed}; summary.md flags it {MIXED_UPDATES_FLAG}", file=sys.stderr)
-    notes = []
-    if len(methods) > 1:
-        write_csv(args.out / "improvement.csv", improvements(methods, args))
+    written, notes = [], []
+    for method in methods:
+        if method.not_evaluated:
+            folders = ", ".join(str(folder) for folder in method.not_evaluated)
+            notes.append(
+                f"not evaluated yet: {folders} ({method.name}): only its training curves are in curves.png; "
+                f"`.venv/bin/python -m common.evaluate --run-dir FOLDER` adds it to the rest"
+            )
+    rows = summarize(evaluated, args)
+    if evaluated:
+        write_csv(args.out / "summary.csv", rows)
+        table = markdown(rows, evaluated, args.confidence)
+        (args.out / "summary.md").write_text(table)
+        written += [args.out / "summary.csv", args.out / "summary.md"]
+        print(table)
+        mixed = mixed_updates(evaluated)
+        if mixed:
+            print(f"warning: {mixed}; summary.md flags it {MIXED_UPDATES_FLAG}", file=sys.stderr)
     else:
-        notes.append(not_written(args.out, ("improvement.csv",), "one method: nothing to compare"))
-    risk_rows = risk_summary(methods, args)
+        names = ("summary.csv", "summary.md", "mazes.png", "aggregates.png")
+        notes.append(not_written(args.out, names, "no run folder has an evaluation yet"))
+    if len(evaluated) > 1:
+        write_csv(args.out / "improvement.csv", improvements(evaluated, args))
+        written.append(args.out / "improvement.csv")
+    else:
+        why = "one evaluated method: nothing to compare" if evaluated else "no run folder has an evaluation yet"
+        notes.append(not_written(args.out, ("improvement.csv",), why))
+    risk_rows = risk_summary(evaluated, args)
     if risk_rows:
-        print(f"risk evaluation: {with_risk(methods)[0].risk_setup.describe()}")
+        print(f"risk evaluation: {with_risk(evaluated)[0].risk_setup.describe()}")
         write_csv(args.out / "risk.csv", risk_rows)
-    some_risk = any(method.risk_setup is not None for method in methods)
+        written.append(args.out / "risk.csv")
+    some_risk = any(method.risk_setup is not None for method in evaluated)
     if not risk_rows:
         why = "no method has a risk evaluation in every folder" if some_risk else "no run folder has a risk evaluation"
-        notes.append(not_written(args.out, ("risk.csv", "risk.png"), f"{why}: `python -m common.evaluate --risk`"))
-    for method in methods:
+        risk_command = "`.venv/bin/python -m common.evaluate --risk`"
+        notes.append(not_written(args.out, ("risk.csv", "risk.png"), f"{why}: {risk_command}"))
+    for method in evaluated:
         if method.without_risk and some_risk:
             folders = ", ".join(str(folder) for folder in method.without_risk)
             notes.append(f"risk: {method.name} has no risk evaluation ({folders}); left out of risk.csv and risk.png")
-    for path in figures(args.out, methods, rows, args.confidence):
+    written += figures(args.out, methods, rows, args.confidence)
+    for path in written:
         print(f"wrote {path}")
     for note in notes:
         print(note)

@@ -425,6 +425,7 @@ class RunLog:
         self.wandb = WandbLogger(config, run_dir) if config.run.track else None
         self.progress = Progress(config.run.total_updates, start_update)
         self.headline = headline
+        self.eval_episodes = config.run.eval_episodes
         self.latest = {}
 
     def write(self, rows: list[dict], env_steps_per_s: float) -> None:
@@ -437,7 +438,11 @@ class RunLog:
         evaluated.sort(key=lambda key: not key.startswith("eval/solve_rate/"))  # the headline first, mazes in order
         if evaluated:
             results = " | ".join(f"{key} {nanmean([row[key] for row in rows]):.3f}" for key in evaluated)
-            self.progress.keep(f"update {update}, held-out evaluation (mean of {len(rows)} seeds): {results}")
+            # A few episodes swing widely from one evaluation to the next: the line says how few, and where to look.
+            sample = f"{self.eval_episodes} episodes a maze and seed, mean of {len(rows)} seeds"
+            self.progress.keep(
+                f"update {update}, held-out evaluation ({sample}; common.evaluate for a larger sample): {results}"
+            )
         self.progress.show(update, env_steps_per_s, self.latest)
 
     def close(self) -> None:

@@ -231,3 +231,17 @@ def test_a_read_only_run_folder_is_said_before_evaluating_and_points_to_out(tmp_
             Args(run_dir=run_dir, mazes=("SixteenRooms",), episodes=2, gif=True, out=tmp_path / "a.csv")
         )
     assert played == [], "refused before evaluating"
+
+
+def test_each_maze_says_it_is_under_way_before_its_result(tmp_path, zero_run, capsys):
+    """common.evaluate was silent for minutes (3.5 on the quickstart with --gif): a line per maze before it plays,
+    and before the GIF's episode."""
+    _, _, make = zero_run
+    run_dir = make(tmp_path / "run", (4,))
+    common.evaluate.main(Args(run_dir=run_dir, mazes=("SixteenRooms", "Labyrinth"), episodes=2, gif=True))
+    lines = capsys.readouterr().out.splitlines()
+    under_way = [index for index, line in enumerate(lines) if line.startswith("evaluating ")]
+    expected = ["evaluating SixteenRooms (1/2)...", "evaluating Labyrinth (2/2)..."]
+    assert [lines[index] for index in under_way] == expected
+    assert "SixteenRooms: solve rate" in lines[under_way[0] + 1], "the result follows its line"
+    assert any("drawing seed 0's first episode on Labyrinth" in line for line in lines[under_way[1] :])

@@ -16,7 +16,7 @@ def screen(output: str) -> list[str]:
 
 @pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "pipe"])
 def test_evaluation_results_stay_on_screen(tmp_path, capsys, terminal):
-    config = types.SimpleNamespace(run=types.SimpleNamespace(track=False, total_updates=30))
+    config = types.SimpleNamespace(run=types.SimpleNamespace(track=False, total_updates=30, eval_episodes=10))
     columns = ["train/return", "eval/return/SixteenRooms", "eval/solve_rate/SixteenRooms"]
     log = RunLog(config, tmp_path, columns, 0, ("train/return", "eval/solve_rate/SixteenRooms"), None)
     log.progress.interactive = terminal
@@ -36,8 +36,8 @@ def test_evaluation_results_stay_on_screen(tmp_path, capsys, terminal):
     kept = screen(capsys.readouterr().err)
     (results,) = [line for line in kept if "eval/return/SixteenRooms" in line]
     assert results == (
-        "update 20, held-out evaluation (mean of 2 seeds): eval/solve_rate/SixteenRooms 0.300 | "
-        "eval/return/SixteenRooms 0.200"
+        f"update 20, held-out evaluation ({config.run.eval_episodes} episodes a maze and seed, mean of 2 seeds; "
+        "common.evaluate for a larger sample): eval/solve_rate/SixteenRooms 0.300 | eval/return/SixteenRooms 0.200"
     )
     assert kept[-2].startswith("update 30/30 |") and "train/return 0.500" in kept[-2]
     assert len([line for line in kept if line.startswith("update ") and "/30 |" in line]) == (1 if terminal else 3)

@@ -155,7 +155,6 @@ def test_report_writes_tables_and_figures(tmp_path, capsys):
     [
         ("plain", "is not a run folder (no config.json)"),
         ("missing", "it does not exist (there is no 'missing' in"),
-        ("unevaluated", "has no evaluation yet: run `python -m common.evaluate --run-dir"),
         ("other_mazes", "the methods were evaluated on different mazes"),
     ],
 )
@@ -166,10 +165,6 @@ def test_bad_folders_are_one_line_errors(tmp_path, setup, fragment):
         bad.mkdir()
     elif setup == "missing":
         bad = tmp_path / "missing"
-    elif setup == "unevaluated":
-        bad = run_folder(tmp_path, "unevaluated", "algos/plr.py", A)
-        for path in (bad / "eval").iterdir():
-            path.unlink()
     else:
         bad = run_folder(tmp_path, "other", "algos/plr.py", {"SixteenRooms": [0.5, 0.5, 0.5]})
     result = subprocess.run(
@@ -296,7 +291,7 @@ def test_report_says_which_files_it_did_not_write_and_why(tmp_path):
     folder = run_folder(tmp_path, "a", "algos/dr.py", A)
     result = report(str(folder), "--out", str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr
-    assert "not written: improvement.csv (one method: nothing to compare)" in result.stdout
+    assert "not written: improvement.csv (one evaluated method: nothing to compare)" in result.stdout
     assert "not written: risk.csv, risk.png (no run folder has a risk evaluation" in result.stdout, result.stdout
     other = run_folder(tmp_path, "b", "algos/plr.py", B)
     write_csv(other / "eval" / "risk_00000100_20260101-000000.csv", risk_rows(3))
@@ -453,3 +448,28 @@ def test_runs_evaluated_at_one_update_are_not_flagged(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "| evaluated at update | 1000 | 1000 |" in captured.out and "(!)" not in captured.out
     assert captured.err == ""
+
+
+def test_runs_not_evaluated_yet_are_drawn_from_their_logs_and_named(tmp_path):
+    """The report refused a run without an evaluation although its training curves could be drawn: now curves.png
+    shows every run, the tables and the other figures the evaluated ones, a line names what is not evaluated yet and
+    says how to evaluate it, and every file written is printed."""
+    good = run_folder(tmp_path, "good", "algos/dr.py", B)
+    pending = run_folder(tmp_path, "pending", "algos/plr.py", A)
+    for path in (pending / "eval").iterdir():
+        path.unlink()
+    out = tmp_path / "out"
+    result = report(str(good), str(pending), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert f"not evaluated yet: {pending} (plr)" in result.stdout
+    assert "`.venv/bin/python -m common.evaluate --run-dir FOLDER`" in result.stdout
+    with open(out / "summary.csv") as handle:
+        assert {row["method"] for row in csv.DictReader(handle)} == {"dr"}, "only the evaluated method in the table"
+    for name in ("summary.csv", "summary.md", "curves.png", "mazes.png", "aggregates.png"):
+        assert f"wrote {out / name}" in result.stdout, name
+    alone = report(str(pending), "--out", str(tmp_path / "alone"))
+    assert alone.returncode == 0, alone.stderr
+    assert sorted(path.name for path in (tmp_path / "alone").iterdir()) == ["curves.png"]
+    assert "not written: summary.csv, summary.md, mazes.png, aggregates.png (no run folder has an evaluation yet)" in (
+        alone.stdout
+    )

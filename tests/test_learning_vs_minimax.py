@@ -382,6 +382,9 @@ def test_minimax_runs_through_the_logging_trainer_and_earlier_runs_of_minimax_tr
     earlier = [command[0], "-m", "minimax.train", *command[2:]]
     (directory / "stopped.json").write_text(json.dumps({"target": 20, "command": shlex.join(earlier)}))
     run.check_existing_runs(args, settings)  # the same flags: the same run
+    moved = [flag if not flag.startswith("--log_dir=") else "--log_dir=/elsewhere/minimax" for flag in earlier]
+    (directory / "stopped.json").write_text(json.dumps({"target": 20, "command": shlex.join(moved)}))
+    run.check_existing_runs(args, settings)  # copied from another --out of the experiment: still the same run
     other = [*earlier[:-1], "--seed=9"]
     (directory / "stopped.json").write_text(json.dumps({"target": 20, "command": shlex.join(other)}))
     with pytest.raises(ConfigError, match="trained by another command"):

@@ -380,6 +380,9 @@ def ppo_loss(params, network, carry, transitions: Transition, advantages, target
         "ppo/entropy": entropy,
         "ppo/approx_kl": ((ratio - 1.0) - log_ratio).mean(),
         "ppo/clip_frac": (jnp.abs(ratio - 1.0) > settings.clip_eps).mean(),
+        # minimax's mean_value and mean_target: what the value head predicts and the targets it fits
+        "ppo/mean_value": value.mean(),
+        "ppo/mean_target": targets.mean(),
     }
     return loss, metrics
 

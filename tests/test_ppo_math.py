@@ -106,6 +106,8 @@ def test_ppo_loss_matches_a_plain_computation():
     expected = reference_loss(logits, value, action, old_log_prob, old_value, advantages, targets, settings)
     assert float(loss) == pytest.approx(expected, rel=1e-5)
     assert float(metrics["ppo/clip_frac"]) == pytest.approx(0.75), "three of four ratios lie outside [0.8, 1.2]"
+    assert float(metrics["ppo/mean_value"]) == pytest.approx(np.mean(value)), "the new predictions, as minimax's"
+    assert float(metrics["ppo/mean_target"]) == pytest.approx(np.mean(targets))
     # Every term matters: the loss changes with each coefficient.
     for changed in (settings._replace(clip_eps=0.3), settings._replace(vf_coef=1.0), settings._replace(ent_coef=0.1)):
         other, _ = dr.ppo_loss(

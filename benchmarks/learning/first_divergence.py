@@ -61,6 +61,8 @@ STATISTICS = (
     Statistic("value loss", "ppo/value_loss", None, "value_loss"),
     Statistic("policy loss", "ppo/policy_loss", None, "actor_loss"),
     Statistic("gradient norm", "ppo/grad_norm", None, "grad_norm"),
+    Statistic("mean value prediction", "ppo/mean_value", None, "mean_value"),
+    Statistic("mean value target", "ppo/mean_target", None, "mean_target"),
     Statistic("approximate KL", "ppo/approx_kl", None, None),
     Statistic("clip fraction", "ppo/clip_frac", None, None),
     Statistic("replay fraction", "buffer/replay_fraction", None, "rollout/replay"),

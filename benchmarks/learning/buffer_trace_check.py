@@ -1,0 +1,203 @@
+"""Feed a real minimax Robust PLR run's buffer inputs (benchmarks/learning/minimax_buffer_trace.py) to cleanued's
+level buffer, tick by tick, as algos/plr.py calls it, and name the first tick where the two buffers part.
+
+Per tick: the replay decision and the key minimax drew its replay slots with, the new levels its generator offered,
+the scores and max returns its `update` got, and the rollouts it scored. cleanued scores those rollouts
+(`ued_scores.max_mc`, minimax's stored max return), draws (`sample_replay`, or every filled slot ages on a
+new-level tick), deduplicates (`match_levels`) and inserts (`insert_many`); the slots drawn, the matched slots and
+duplicates, and the whole buffer after the update (scores, max returns, ages, filled) must be minimax's. A draw
+may differ only where it lands within float32 rounding of a border of the cumulative distribution (the two jax
+versions sum 4,000 probabilities in another order); the recorded slots are then played on, as in the parity test.
+
+    python benchmarks/learning/buffer_trace_check.py /tmp/trace.npz --temperature 0.3 --staleness-coef 0.3
+"""
+
+import functools
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import tyro
+from flax.training.train_state import TrainState
+from tyro.conf import Positional
+
+# SCAFFOLDING: put the repo root on sys.path so the script runs as `python benchmarks/learning/buffer_trace_check.py`.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from algos import dr  # noqa: E402
+from benchmarks.learning.minimax_params import parameter_tree  # noqa: E402
+from common import level_buffer, ued_scores  # noqa: E402
+from common.config import FRACTION, POSITIVE  # noqa: E402
+from common.runs import one_line_errors  # noqa: E402
+from envs.maze import Observation, make_level  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Args:
+    trace: Positional[Path]
+    """A file of minimax_buffer_trace.py."""
+    temperature: Annotated[float, POSITIVE] = 0.3
+    """minimax's --plr_temp of the traced run."""
+    staleness_coef: Annotated[float, FRACTION] = 0.3
+    """minimax's --plr_staleness_coef of the traced run."""
+    buffer_size: int = 4000
+    """minimax's --plr_buffer_size of the traced run."""
+    lr: float = 3e-4
+    """The traced run's learning rate, and below its other PPO settings (minimax's shipped values)."""
+    adam_eps: float = 1e-5
+    max_grad_norm: float = 0.5
+    clip_eps: float = 0.2
+    vf_coef: float = 0.5
+    ent_coef: float = 0.0
+    num_epochs: int = 5
+
+
+def levels_of(data: dict, tick: int):
+    walls = data["new_walls"][tick, 0].astype(bool)
+    return make_level(
+        walls,
+        data["new_goal_pos"][tick, 0].astype(np.int32),
+        data["new_agent_pos"][tick, 0].astype(np.int32),
+        data["new_agent_dir"][tick, 0].astype(np.int32),
+    )
+
+
+def sample_key(pop_rng: np.ndarray) -> jax.Array:
+    """The key minimax's PLRManager drew its replay slots with, from the key its PopPLRManager got (one agent)."""
+    rng = jax.random.wrap_key_data(jnp.asarray(pop_rng, jnp.uint32))
+    agent = jax.random.split(rng, 2)[1]
+    return jax.random.split(agent, 3)[2]
+
+
+def check(args: Args) -> list[str]:
+    """The differences found, tick by tick (empty: the buffers never part)."""
+    data = dict(np.load(args.trace))
+    settings = dict(
+        temperature=args.temperature, staleness_coef=args.staleness_coef, prioritization="rank", ties="slot_order"
+    )
+    buffer = level_buffer.empty_buffer(jax.tree.map(lambda x: x[0], levels_of(data, 0)), args.buffer_size)
+    num_envs = data["slots"].shape[-1]
+    sample = jax.jit(lambda buffer, key: level_buffer.sample_replay(key, buffer, num_envs, **settings))
+    insert = jax.jit(
+        lambda buffer, levels, scores, max_returns, active: level_buffer.insert_many(
+            buffer, levels, scores, max_returns, jnp.zeros(num_envs, jnp.int32), **settings, active=active
+        )[0]
+    )
+    problems, flips = [], 0
+    score = jax.jit(jax.vmap(functools.partial(ued_scores.max_mc, running_max=False)))
+    for tick in range(len(data["replay"])):
+        if "rollout_scores" in data:  # the scorer on this tick's rollouts: MaxMC against the stored max returns
+            stored = data["rollout_stored_max_returns"][tick, 0]
+            per_env = lambda name, tick=tick: jnp.asarray(data[name][tick, 0].T)  # noqa: E731  [envs, steps]
+            dones = per_env("rollout_dones").astype(bool)
+            ours, _ = score(
+                per_env("rollout_rewards"), dones, per_env("rollout_values"), jnp.where(np.isfinite(stored), stored, 0)
+            )
+            theirs = data["rollout_scores"][tick, 0]
+            finished = np.asarray(dones.any(1))
+            if (np.isfinite(theirs) != finished).any() or not np.allclose(
+                np.asarray(ours)[finished], theirs[finished], rtol=1e-5, atol=1e-6
+            ):
+                problems.append(f"tick {tick}: MaxMC scores differ ({np.asarray(ours)[:4]} vs {theirs[:4]})")
+        replay = bool(data["replay"][tick, 0])
+        recorded = data["slots"][tick, 0]
+        if replay:
+            with jax.threefry_partitionable(False):  # jax 0.4.31's default, under which minimax drew
+                cycle, slots = sample(buffer, sample_key(data["sample_rng"][tick]))
+            if (np.asarray(slots) != recorded).any():
+                flips += int((np.asarray(slots) != recorded).sum())
+                cycle = buffer
+                for slot in recorded:  # minimax's draws, one after another
+                    cycle = level_buffer.record_draw(cycle, int(slot))
+            levels = jax.tree.map(lambda x, slots=recorded: x[slots], buffer.levels)
+        else:
+            cycle, levels = level_buffer.age_filled(buffer, num_envs), levels_of(data, tick)
+        matched, repeated = level_buffer.match_levels(cycle, levels)
+        if (np.asarray(matched) != data["dedupe_slots"][tick, 0]).any():
+            problems.append(f"tick {tick}: matched slots {np.asarray(matched)} != {data['dedupe_slots'][tick, 0]}")
+        if (np.asarray(repeated) != data["dupe_mask"][tick, 0]).any():
+            problems.append(f"tick {tick}: duplicates differ")
+        scores = data["scores"][tick, 0]
+        active = np.isfinite(scores)
+        buffer = insert(cycle, levels, jnp.where(active, scores, 0.0), data["max_returns"][tick, 0], active)
+        for field, name in (("scores", "after_scores"), ("ages", "after_ages"), ("filled", "after_filled")):
+            ours, theirs = np.asarray(getattr(buffer, field)), data[name][tick, 0]
+            if field == "scores":
+                ours, theirs = np.where(buffer.filled, ours, -np.inf), theirs
+            if not np.array_equal(ours, theirs.astype(ours.dtype)):
+                differing = np.flatnonzero(ours != theirs.astype(ours.dtype))
+                problems.append(f"tick {tick}: {field} differ at {len(differing)} slots, first {differing[:5]}")
+        stored = np.where(np.asarray(buffer.filled), np.asarray(buffer.max_returns), -np.inf)
+        if not np.array_equal(stored, data["after_max_returns"][tick, 0]):
+            problems.append(f"tick {tick}: max returns differ")
+        if problems:
+            break
+    print(f"{len(data['replay'])} ticks, {int(data['replay'].sum())} replays, {flips} draws flipped at a border")
+    return problems
+
+
+def ppo_check(args: Args) -> list[str]:
+    """Every recorded PPO update of the run, replayed from minimax's parameters, Adam state and batch by cleanued's
+    `ppo_update`: the parameters after it, to the parity test's tolerance (tests/test_minimax_parity.py)."""
+    data = dict(np.load(args.trace))
+    if "update_opt_before/count" not in data:
+        return []
+    optimizer = optax.chain(optax.clip_by_global_norm(args.max_grad_norm), optax.adam(args.lr, eps=args.adam_eps))
+    settings = dr.PPOSettings(args.clip_eps, args.vf_coef, args.ent_coef, args.num_epochs, 1)
+    update = jax.jit(functools.partial(dr.ppo_update, network=dr.ActorCritic(), settings=settings))
+    problems, worst = [], 0.0
+    for index in range(len(data["update_opt_before/count"])):
+        one = {key: value[index] for key, value in data.items() if key.startswith("update_")}
+
+        def state(when: str, one=one) -> TrainState:
+            start = TrainState.create(apply_fn=None, params=parameter_tree(one, f"update_params_{when}/"), tx=optimizer)
+            clip, (adam, scale) = start.opt_state
+            adam = adam._replace(
+                count=jnp.asarray(one[f"update_opt_{when}/count"], adam.count.dtype),
+                mu=parameter_tree(one, f"update_opt_{when}/mu/"),
+                nu=parameter_tree(one, f"update_opt_{when}/nu/"),
+            )
+            return start.replace(opt_state=(clip, (adam, scale)))
+
+        batch = {key.removeprefix("update_batch/"): jnp.asarray(value) for key, value in one.items() if "batch" in key}
+        dones = batch["dones"].astype(bool)
+        transitions = dr.Transition(
+            obs=Observation(image=batch["obs_image"], agent_dir=batch["obs_dir"].astype(jnp.int32)),
+            reset=jnp.concatenate([jnp.zeros_like(dones[:1]), dones[:-1]]),  # minimax's shifted done flags
+            action=batch["actions"].astype(jnp.int32),
+            log_prob=batch["log_pis"],
+            value=batch["values"],
+            reward=jnp.zeros_like(batch["values"]),
+            done=dones,
+        )
+        carry = (batch["carry_c"], batch["carry_h"])
+        after, _ = update(
+            jax.random.key(0), state("before"), carry=carry, transitions=transitions,
+            advantages=batch["advantages"], targets=batch["targets"],
+        )  # fmt: skip
+        expected = state("after").params
+        for (path, ours), theirs in zip(
+            jax.tree_util.tree_flatten_with_path(after.params)[0], jax.tree.leaves(expected), strict=True
+        ):
+            difference = float(np.max(np.abs(ours - theirs)) / (np.max(np.abs(theirs)) + 1e-12))
+            worst = max(worst, difference)
+            if difference > 2e-4:
+                problems.append(f"update {index}: {jax.tree_util.keystr(path)} differs by {difference:.1e}")
+                break
+    print(f"{len(data['update_opt_before/count'])} PPO updates replayed, largest relative difference {worst:.1e}")
+    return problems
+
+
+def main(args: Args) -> None:
+    problems = check(args) + ppo_check(args)
+    print("\n".join(problems) if problems else "the buffers never part, and every replayed PPO update matches")
+
+
+if __name__ == "__main__":
+    with one_line_errors():
+        main(tyro.cli(Args, description=__doc__))

@@ -88,7 +88,7 @@ def check(args: Args) -> list[str]:
             buffer, levels, scores, max_returns, jnp.zeros(num_envs, jnp.int32), **settings, active=active
         )[0]
     )
-    problems, flips = [], 0
+    problems, flips, evictions_flipped = [], 0, 0
     score = jax.jit(jax.vmap(functools.partial(ued_scores.max_mc, running_max=False)))
     for tick in range(len(data["replay"])):
         if "rollout_scores" in data:  # the scorer on this tick's rollouts: MaxMC against the stored max returns
@@ -125,6 +125,10 @@ def check(args: Args) -> list[str]:
         scores = data["scores"][tick, 0]
         active = np.isfinite(scores)
         buffer = insert(cycle, levels, jnp.where(active, scores, 0.0), data["max_returns"][tick, 0], active)
+        buffer, swapped = eviction_flips(
+            cycle, buffer, data["after_scores"][tick, 0], data["after_max_returns"][tick, 0]
+        )
+        evictions_flipped += swapped
         for field, name in (("scores", "after_scores"), ("ages", "after_ages"), ("filled", "after_filled")):
             ours, theirs = np.asarray(getattr(buffer, field)), data[name][tick, 0]
             if field == "scores":
@@ -137,8 +141,38 @@ def check(args: Args) -> list[str]:
             problems.append(f"tick {tick}: max returns differ")
         if problems:
             break
-    print(f"{len(data['replay'])} ticks, {int(data['replay'].sum())} replays, {flips} draws flipped at a border")
+    print(
+        f"{len(data['replay'])} ticks, {int(data['replay'].sum())} replays, {flips} draws flipped at a border, "
+        f"{evictions_flipped} new levels placed in another of equally likely slots"
+    )
     return problems
+
+
+def eviction_flips(before, ours, their_scores: np.ndarray, their_max_returns: np.ndarray):
+    """(our buffer, the number of levels moved) after placing this tick's new levels where minimax placed them, where
+    the two differ only by which of the slots the tick wrote took which level and those slots were as good as equally
+    likely to be replayed (equal ages, replay probabilities within 1e-5 of each other, relatively: a score term
+    thousands of times below the staleness term's, which float32 keeps only a few bits of and the two jax versions
+    round apart). Anything else is left for the comparison to report."""
+    mine = np.where(np.asarray(ours.filled), np.asarray(ours.scores), -np.inf)
+    differing = np.flatnonzero(mine != their_scores)
+    written = np.flatnonzero(np.asarray(before.scores) != np.asarray(ours.scores))
+    if not len(differing) or not set(differing) <= set(written):
+        return ours, 0
+    if sorted(mine[differing]) != sorted(their_scores[differing]):
+        return ours, 0
+    before_probs = np.asarray(level_buffer.replay_probabilities(before, 0.3, 0.3, "rank", "slot_order"))
+    candidates = before_probs[differing]
+    if len(set(np.asarray(before.ages)[differing])) != 1 or np.ptp(candidates) > 1e-5 * candidates.max():
+        return ours, 0
+    source = [int(np.flatnonzero(mine == value)[0]) for value in their_scores[differing]]
+    moved = jax.tree.map(lambda x: x.at[differing].set(x[np.asarray(source)]), ours.levels)
+    ours = ours.replace(
+        levels=moved,
+        scores=ours.scores.at[differing].set(their_scores[differing]),
+        max_returns=ours.max_returns.at[differing].set(their_max_returns[differing]),
+    )
+    return ours, len(differing)
 
 
 def ppo_check(args: Args) -> list[str]:

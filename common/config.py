@@ -105,6 +105,10 @@ class RunConfig:
     """Delete an existing run folder of the same name and start over."""
     init_from: Annotated[str | None, unset_means("fresh parameters")] = None
     """Start the networks from a checkpoint's or an .npz's params/... (one seed's, or per seed); fresh optimizer."""
+    sweep: tuple[str, ...] = ()
+    """Train a grid in one program, points x seeds vmapped: NAME=V1,V2,... per swept float (e.g. lr=1e-4,3e-4)."""
+    sweep_zip: bool = False
+    """Pair the --sweep lists element by element (equal lengths) instead of taking every combination."""
     total_updates: Annotated[int, AT_LEAST_ONE] = 30_000
     """Stop after this many updates (what an update is: the script's docstring)."""
     total_student_updates: Annotated[int | None, AT_LEAST_ONE, unset_means("no limit")] = None
@@ -140,7 +144,7 @@ class RunConfig:
 NAME_MAX, PATH_MAX = 255, 4096
 """Linux's limits on a file name and a whole path, in bytes; a run folder's own files add up to ~80 bytes."""
 
-FIXED_RUN_FIELDS = ("seed", "num_seeds", "init_from")
+FIXED_RUN_FIELDS = ("seed", "num_seeds", "init_from", "sweep", "sweep_zip")
 """RunConfig fields that define the experiment: a resumed run keeps them (and never reads --init-from again: its
 checkpoint holds the parameters). Every other RunConfig field (run
 length, logging, evaluation, placement) may change on resume."""
@@ -345,7 +349,9 @@ def read_saved_config(run_dir: Path, resuming: bool = False) -> dict:
     one that says how a run whose config.json is gone can start over)."""
     path = run_dir / "config.json"
     if not path.is_file():
-        held = sorted(entry.name for entry in run_dir.iterdir()) if run_dir.is_dir() else []
+        # The run-folder marker (common.runs.MARKER) says nothing to the reader.
+        entries = run_dir.iterdir() if run_dir.is_dir() else []
+        held = sorted(entry.name for entry in entries if entry.name != ".cleanued-run")
         if held and resuming:  # what a kill during --overwrite or a deleted config.json leaves: the one way out
             shown = ", ".join(held[:5]) + (", ..." if len(held) > 5 else "")
             raise ConfigError(

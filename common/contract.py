@@ -35,6 +35,16 @@ CONFIG_PIECES = {
 """What a script's `Config` declares besides its own flags, and what each must be (`check_config`)."""
 
 
+class OneSeed(NamedTuple):
+    """A script's functions of one seed, as it handed them to `over_seeds` (what --sweep vmaps with other values)."""
+
+    init: Callable  # rng -> runner state
+    step: Callable  # runner state -> (runner state, metrics {key: [log_interval]})
+    evaluate: Callable  # runner state -> held-out metrics {key: []}
+    levels: Callable  # runner state -> (Level [n], {label: [n]})
+    before_step: Callable | None  # runner state of all seeds -> runner state (SFL's refresh), or None
+
+
 class BatchedOverSeeds(NamedTuple):
     """What a script's `make_train(config)` returns, built by `over_seeds`. Every function takes and returns all
     seeds at once: each leaf of the runner state, of the metrics and of the levels has a leading [num_seeds] axis."""
@@ -48,6 +58,7 @@ class BatchedOverSeeds(NamedTuple):
     student_updates: Callable  # runner state -> int [S]: student PPO updates taken (--total-student-updates)
     policies: Mapping[str, Callable]  # name -> (runner state -> parameters [S, ...]); "student" in every script
     placement: Placement  # the devices the functions were built for (common.devices.make_placement)
+    one_seed: OneSeed  # the functions these batch
 
 
 def over_seeds(
@@ -80,6 +91,7 @@ def over_seeds(
         student_updates=student_updates,
         policies=policies,
         placement=placement,
+        one_seed=OneSeed(init, step, evaluate, levels, before_step),
     )
 
 

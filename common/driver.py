@@ -31,7 +31,7 @@ import numpy as np
 
 from common.checkpoint import Checkpoints, remedy, sweep_temporary_files
 from common.config import check_resumable, flags_of, log_intervals_resuming_at, parse_command_line, summary
-from common.contract import FINITE_METRIC, BatchedOverSeeds, check_config, check_functions, check_health_metric
+from common.contract import FINITE_METRIC, BatchedOverSeeds, check_config, check_health_metric
 from common.devices import check_compiled_fits, check_state_fits, initialize_distributed
 from common.errors import ConfigError, DoesNotFit
 from common.runs import (
@@ -46,6 +46,7 @@ from common.runs import (
     record_config,
     stop_reason,
 )
+from common.sweep import run_functions
 from envs.render import render_grid, save_png
 
 
@@ -71,7 +72,7 @@ def run(config, make_train: Callable, script: str, headline: tuple[str, ...], pr
     # with a checkpoint (`train` saves the initial state of a run stopped before its first chunk).
     with StopSignal(process_ends_after) as stop_signal:
         initialize_distributed(settings.devices)
-        functions = check_functions(make_train(config), script)
+        functions = run_functions(config, make_train, script)
         runner_shapes = jax.eval_shape(functions.init, jax.random.split(jax.random.key(0), settings.num_seeds))
         check_health_metric(functions, runner_shapes, script)
         check_state_fits(runner_shapes, functions.placement)
@@ -106,6 +107,7 @@ def train(
     config.json is written."""
     settings, placement = config.run, functions.placement
     writer = placement.is_main_process
+    seeds_per_point = settings.num_seeds if settings.sweep else None
     init = jax.jit(functions.init)
     rngs = jax.random.split(jax.random.key(settings.seed), settings.num_seeds)
     checkpoints = Checkpoints(run_dir, settings.keep_checkpoints, settings.archive_interval, flags_of(config))
@@ -169,20 +171,23 @@ def train(
             next_runner, metrics = step_chunk(runner)  # consumes `runner`: a failed chunk keeps the last checkpoint
             metrics = placement.to_host(metrics)  # blocks: the timing below is true
             stop_signal.chunk_running = False
-            chunk_env_steps = settings.log_interval * config.env_steps_per_update * settings.num_seeds
+            finite = metrics.pop(FINITE_METRIC).all(axis=1)  # [entries]: seeds, or points x seeds in a sweep
+            chunk_env_steps = settings.log_interval * config.env_steps_per_update * len(finite)
             env_steps_per_s = chunk_env_steps / (time.perf_counter() - chunk_started)
-            finite = metrics.pop(FINITE_METRIC).all(axis=1)
             if not finite.all():
-                updates, seeds = f"{update + 1}-{update + settings.log_interval}", np.flatnonzero(~finite).tolist()
+                updates, entries = f"{update + 1}-{update + settings.log_interval}", np.flatnonzero(~finite).tolist()
+                where = f"seeds {entries}"
+                if seeds_per_point is not None:
+                    where = "point/seed " + ", ".join(f"{e // seeds_per_point}/{e % seeds_per_point}" for e in entries)
                 raise SystemExit(
-                    f"error: non-finite loss or parameters in updates {updates} (seeds {seeds}); "
+                    f"error: non-finite loss or parameters in updates {updates} ({where}); "
                     f"last good checkpoint: {checkpoints.newest() or 'none'}"
                 )
             runner, update = next_runner, update + settings.log_interval
             student_updates = placement.to_host(functions.student_updates(runner))
             wall_time = wall_offset + time.perf_counter() - started
             env_steps = update * config.env_steps_per_update
-            rows = chunk_rows(metrics, update, env_steps, wall_time, env_steps_per_s, student_updates)
+            rows = chunk_rows(metrics, update, env_steps, wall_time, env_steps_per_s, student_updates, seeds_per_point)
             if settings.eval_interval and update % settings.eval_interval == 0:
                 eval_metrics = placement.to_host(evaluate(runner))
                 for seed, row in enumerate(rows):

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Annotated, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import tyro
 from tyro.conf import arg
@@ -54,13 +55,14 @@ from common.config import (  # noqa: E402
     read_saved_config,
     with_flags,
 )
-from common.contract import BatchedOverSeeds, check_functions  # noqa: E402
+from common.contract import BatchedOverSeeds  # noqa: E402
 from common.devices import scan_unroll  # noqa: E402
 from common.errors import ConfigError  # noqa: E402
 from common.heldout_eval import evaluate_policy, play_levels  # noqa: E402
 from common.provenance import REPO_ROOT  # noqa: E402
 from common.report import MIN_SEEDS_FOR_INTERVAL, RiskSetup, interval_policy, mean_and_interval  # noqa: E402
 from common.runs import one_line_errors  # noqa: E402
+from common.sweep import parse_sweep, run_functions  # noqa: E402
 from envs.heldout import HELDOUT_MAZES, get_heldout_maze  # noqa: E402
 from envs.levels import sample_dr_level, shortest_path_length  # noqa: E402
 from envs.render import MIN_CELL_PIXELS, render_rollout, save_gif  # noqa: E402
@@ -188,7 +190,7 @@ def load_run(run_dir: Path, checkpoint: Path | None) -> LoadedRun:
     if checkpoint is not None and not checkpoint.is_file():
         raise ConfigError(f"--checkpoint {checkpoint} does not exist")
     rngs = jax.random.split(jax.random.key(config.run.seed), config.run.num_seeds)
-    functions = check_functions(module.make_train(config), saved["script"])
+    functions = run_functions(config, module.make_train, saved["script"])
     template = jax.eval_shape(functions.init, rngs)
     if checkpoint is not None:
         runner, update, _ = load(checkpoint, template)
@@ -228,6 +230,29 @@ def check_writable(folder: Path, what: str) -> None:
         raise ConfigError(f"cannot write to {folder} ({error.strerror or error}): it would hold {what}") from None
 
 
+def seed_keys(rng, config) -> jax.Array:
+    """One evaluation key per seed, the same for every point of a sweep (its points meet the same levels and draws)."""
+    keys = jax.random.split(rng, config.run.num_seeds)
+    sweep = parse_sweep(config.run.sweep, config.run.sweep_zip)
+    if sweep is None:
+        return keys
+    return jax.random.wrap_key_data(jnp.tile(jax.random.key_data(keys), (len(sweep.points), 1)))
+
+
+def entry_fields(entry: int, sweep, num_seeds: int) -> dict:
+    """The CSV row's columns naming an entry: its seed, and in a sweep its point first."""
+    if sweep is None:
+        return {"seed": entry}
+    return {"point": entry // num_seeds, "seed": entry % num_seeds}
+
+
+def point_labels(sweep) -> list[tuple[int, str]]:
+    """(point, the text after its printed line) for each point of a sweep; one unlabelled group without one."""
+    if sweep is None:
+        return [(0, "")]
+    return [(point, f"   (point {point}: {sweep.label(point)})") for point in range(len(sweep.points))]
+
+
 def write_csv(path: Path, rows: list[dict]) -> None:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, list(rows[0]))
@@ -261,7 +286,7 @@ def sample_solvable_levels(rng, count: int, size: int, walls: int):
 
 
 def risk_win_rates(args: Args, rng, module, network, params, config, levels) -> np.ndarray:
-    """[2 passes, seeds, levels] win rates: each level attempted --risk-episodes times per pass."""
+    """[2 passes, entries, levels] win rates: each level attempted --risk-episodes times per pass."""
     attempts = jax.tree.map(lambda x: np.repeat(x, args.risk_episodes, axis=0), levels)  # [levels * episodes]
     total, lstm_size = attempts.wall_map.shape[0], config.ppo.lstm_size
     env_params = config.env_params.replace(max_steps=args.risk_max_steps)  # the evaluation's limit, not the run's
@@ -275,12 +300,12 @@ def risk_win_rates(args: Args, rng, module, network, params, config, levels) -> 
         return jax.vmap(lambda key, p: played(key, p).returns > 0)(rngs, seed_params)
 
     passes, started, interactive = [], time.perf_counter(), sys.stderr.isatty()
-    num_seeds = config.run.num_seeds
+    entries = jax.tree.leaves(params)[0].shape[0]
     for pass_index in range(2):
         wins = []
         for start in range(0, total, args.batch):
             chunk = jax.tree.map(lambda x, s=start: x[s : s + args.batch], attempts)
-            keys = jax.random.split(jax.random.fold_in(rng, pass_index * total + start), num_seeds)
+            keys = seed_keys(jax.random.fold_in(rng, pass_index * total + start), config)
             wins.append(np.asarray(play(keys, params, chunk)))
             done = pass_index * total + start + len(chunk.wall_map)
             progress = f"risk evaluation: {done}/{2 * total} attempts, {time.perf_counter() - started:.0f}s"
@@ -288,7 +313,7 @@ def risk_win_rates(args: Args, rng, module, network, params, config, levels) -> 
                 print(f"\r{progress}", end="", file=sys.stderr, flush=True)
         if not interactive:  # a log file gets one whole line per pass, not carriage returns
             print(progress, file=sys.stderr, flush=True)
-        passes.append(np.concatenate(wins, axis=1).reshape(num_seeds, -1, args.risk_episodes).mean(axis=2))
+        passes.append(np.concatenate(wins, axis=1).reshape(entries, -1, args.risk_episodes).mean(axis=2))
     if interactive:
         print(file=sys.stderr)
     return np.stack(passes)
@@ -304,6 +329,8 @@ def main(args: Args) -> None:
     network = module.ActorCritic()
     unroll = scan_unroll(config.run.devices)
     num_seeds, lstm_size = config.run.num_seeds, config.ppo.lstm_size
+    sweep = parse_sweep(config.run.sweep, config.run.sweep_zip)
+    entries = jax.tree.leaves(params)[0].shape[0]  # seeds, or points x seeds in a sweep
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = args.out or args.run_dir / "eval" / f"evaluate_{update:08d}_{stamp}.csv"
     # Said before minutes of evaluating, not after them: a read-only run folder (or --out folder) fails each write.
@@ -311,7 +338,9 @@ def main(args: Args) -> None:
     if args.gif or args.risk:
         check_writable(args.run_dir / "eval", "--gif's and --risk's files, which go only into the run folder")
     rows = []
-    print(f"{args.run_dir} at update {update}, policy {args.policy}, {num_seeds} seeds x {args.episodes} episodes")
+    grid = "" if sweep is None else f"{len(sweep.points)} points x "
+    played = f"{grid}{num_seeds} seeds x {args.episodes} episodes"
+    print(f"{args.run_dir} at update {update}, policy {args.policy}, {played}")
     if num_seeds < MIN_SEEDS_FOR_INTERVAL:
         policy = f"no interval: fewer than {MIN_SEEDS_FOR_INTERVAL} seeds"
     else:
@@ -328,13 +357,17 @@ def main(args: Args) -> None:
                 rng, network.apply, seed_params, carry, maze, config.env_params, num_episodes, unroll
             )
 
-        rngs = jax.random.split(jax.random.fold_in(jax.random.key(args.seed), index), num_seeds)
+        rngs = seed_keys(jax.random.fold_in(jax.random.key(args.seed), index), config)
         returns = np.asarray(jax.jit(jax.vmap(lambda rng, p: evaluate_seed(rng, p).returns))(rngs, params))
         solve_rates, mean_returns = (returns > 0).mean(axis=1), returns.mean(axis=1)
-        for seed in range(num_seeds):
-            rows.append({"maze": name, "seed": seed, "update": update, "episodes": args.episodes,
-                         "solve_rate": float(solve_rates[seed]), "return": float(mean_returns[seed])})  # fmt: skip
-        print(f"{name:>18}: solve rate {describe(solve_rates)}   return {describe(mean_returns)}")
+        for entry in range(entries):
+            rows.append({**entry_fields(entry, sweep, num_seeds), "maze": name, "update": update,
+                         "episodes": args.episodes, "solve_rate": float(solve_rates[entry]),
+                         "return": float(mean_returns[entry])})  # fmt: skip
+        for point, label in point_labels(sweep):
+            part = slice(point * num_seeds, (point + 1) * num_seeds)
+            shown = f"{name:>18}: solve rate {describe(solve_rates[part])}   return {describe(mean_returns[part])}"
+            print(shown + label)
         if args.gif:
             print(f"{'':>18}  drawing seed 0's first episode on {name}...", flush=True)
             first_seed = jax.tree.map(lambda x: x[0], params)
@@ -365,12 +398,15 @@ def main(args: Args) -> None:
         first, second = risk_win_rates(args, rng_play, module, network, params, config, levels)
         risk_rows = []
         for alpha in RISK_ALPHAS:
-            values = [cvar(first[seed], second[seed], alpha) for seed in range(num_seeds)]
+            values = [cvar(first[entry], second[entry], alpha) for entry in range(entries)]
             risk_rows += [
-                {"seed": seed, "update": update, **setup._asdict(), "alpha": alpha, "win_rate": value}
-                for seed, value in enumerate(values)
-            ]
-            print(f"{'worst ' + f'{alpha:g}%':>18}: win rate {describe(values)}")
+                {**entry_fields(entry, sweep, num_seeds), "update": update, **setup._asdict(), "alpha": alpha,
+                 "win_rate": value}
+                for entry, value in enumerate(values)
+            ]  # fmt: skip
+            for point, label in point_labels(sweep):
+                part = values[point * num_seeds : (point + 1) * num_seeds]
+                print(f"{'worst ' + f'{alpha:g}%':>18}: win rate {describe(part)}{label}")
         risk_out = args.run_dir / "eval" / f"risk_{update:08d}_{stamp}.csv"
         check_same_run(args.run_dir, identity)
         write_csv(risk_out, risk_rows)

@@ -67,12 +67,14 @@ from common.config import (  # noqa: E402
     AT_LEAST_ONE,
     Range,
     absent_folder_problem,
+    flag,
     raise_first,
     range_problems,
     read_saved_config,
 )
-from common.errors import ConfigError  # noqa: E402
+from common.errors import ConfigError
 from common.runs import one_line_errors  # noqa: E402
+from common.sweep import parse_sweep  # noqa: E402
 
 EVALUATION = re.compile(r"^evaluate_(\d+)_(\d{8}-\d{6})\.csv$")
 RISK = re.compile(r"^risk_(\d+)_(\d{8}-\d{6})\.csv$")
@@ -174,6 +176,7 @@ class Method:
     risk_setup: RiskSetup | None = None  # the same for every folder of every method (load_methods checks)
     without_risk: list[Path] = field(default_factory=list)  # folders with no risk evaluation
     not_evaluated: list[Path] = field(default_factory=list)  # folders with training curves only (no evaluation yet)
+    sweep_point: tuple | None = None  # (Sweep, point) for a point of a --sweep run
 
     @property
     def evaluated(self) -> bool:
@@ -235,10 +238,17 @@ def count(path: Path, line: int, row: dict, column: str, low: int = 0) -> int:
     return int(text)
 
 
-def read_evaluation(path: Path) -> dict[str, list[float]]:
-    """maze -> solve rate of each seed, from an evaluation CSV of `common.evaluate`."""
+def of_point(path: Path, line: int, row: dict, point: int | None) -> bool:
+    """Whether a row belongs to `point` of a sweep's folder (every row does without one)."""
+    return point is None or count(path, line, row, "point") == point
+
+
+def read_evaluation(path: Path, point: int | None = None) -> dict[str, list[float]]:
+    """maze -> solve rate of each seed, from an evaluation CSV of `common.evaluate` (of a sweep: `point`'s rows)."""
     mazes, seen = defaultdict(list), set()
-    for line, row in read_rows(path, ("maze", "seed", "solve_rate")):
+    for line, row in read_rows(path, ("maze", "seed", "solve_rate") + (("point",) if point is not None else ())):
+        if not of_point(path, line, row, point):
+            continue
         key = (row["maze"], count(path, line, row, "seed"))
         if not row["maze"] or key in seen:
             raise ConfigError(f"{path} line {line}: maze {row['maze']!r} seed {key[1]} is empty or repeated")
@@ -249,10 +259,14 @@ def read_evaluation(path: Path) -> dict[str, list[float]]:
     return mazes
 
 
-def read_risk(path: Path) -> tuple[RiskSetup, dict[float, list[float]]]:
-    """(what it played, alpha -> win rate of each seed), from a risk CSV of `common.evaluate --risk`."""
+def read_risk(path: Path, point: int | None = None) -> tuple[RiskSetup, dict[float, list[float]]]:
+    """(what it played, alpha -> win rate of each seed), from a risk CSV of `common.evaluate --risk` (of a sweep:
+    `point`'s rows)."""
     setups, win_rates = set(), defaultdict(list)
-    for line, row in read_rows(path, ("seed", "levels", "episodes", "alpha", "win_rate")):
+    required = ("seed", "levels", "episodes", "alpha", "win_rate") + (("point",) if point is not None else ())
+    for line, row in read_rows(path, required):
+        if not of_point(path, line, row, point):
+            continue
         count(path, line, row, "seed")
         setups.add(
             RiskSetup(
@@ -266,14 +280,16 @@ def read_risk(path: Path) -> tuple[RiskSetup, dict[float, list[float]]]:
     return setups.pop(), dict(win_rates)
 
 
-def learning_curves(folder: Path) -> list[dict[str, np.ndarray]]:
-    """Per seed of a run folder: env steps, training return and the in-training solve rate of each maze
-    (`eval/<maze>`, NaN between evaluations)."""
+def learning_curves(folder: Path, point: int | None = None) -> list[dict[str, np.ndarray]]:
+    """Per seed of a run folder (of a sweep: of `point`): env steps, training return and the in-training solve rate
+    of each maze (`eval/<maze>`, NaN between evaluations)."""
     path = folder / "logs.csv"
     if not path.exists():
         return []
     curves = defaultdict(lambda: defaultdict(list))
-    for line, row in read_rows(path, ("seed", "env_steps")):
+    for line, row in read_rows(path, ("seed", "env_steps") + (("point",) if point is not None else ())):
+        if not of_point(path, line, row, point):
+            continue
         curve = curves[count(path, line, row, "seed")]
         curve["env_steps"].append(number(path, line, row, "env_steps", 0, math.inf))
         for column, value in row.items():
@@ -281,6 +297,39 @@ def learning_curves(folder: Path) -> list[dict[str, np.ndarray]]:
                 key = "return" if column == "train/return" else "eval/" + column.removeprefix("eval/solve_rate/")
                 curve[key].append(number(path, line, row, column, -math.inf, math.inf) if value else np.nan)
     return [{key: np.asarray(values) for key, values in curve.items()} for _, curve in sorted(curves.items())]
+
+
+def add_folder(method: Method, folder: Path, point: int | None, risk_files: dict) -> None:
+    """Pool one folder's seeds (of a sweep: one point's) into `method`: its newest evaluation, its training curves
+    and its newest risk evaluation (one configuration across every folder of the report, `risk_files`)."""
+    evaluation = newest(folder / "eval", EVALUATION)
+    if evaluation is None:  # its training curves still tell something: drawn, and named as not evaluated
+        method.not_evaluated.append(folder)
+        method.curves += learning_curves(folder, point)
+        return
+    mazes = read_evaluation(evaluation, point)
+    if method.evaluated_at and set(mazes) != set(method.solve_rates):
+        raise ConfigError(f"{folder} was evaluated on other mazes than the other {method.name} folders")
+    for maze, values in mazes.items():
+        method.solve_rates[maze] += values
+    method.evaluated_at[folder] = int(EVALUATION.match(evaluation.name).group(1))
+    method.curves += learning_curves(folder, point)
+    risk = newest(folder / "eval", RISK)
+    if risk is None:
+        method.without_risk.append(folder)
+        return
+    setup, win_rates = read_risk(risk, point)
+    played = (setup, tuple(sorted(win_rates)))
+    if risk_files and played not in risk_files:
+        (other_played, other), ours = next(iter(risk_files.items())), describe_played(*played)
+        raise ConfigError(
+            f"risk evaluations differ: {other} has {describe_played(*other_played)}, {risk} has {ours}; "
+            "run `.venv/bin/python -m common.evaluate --risk` with the same flags on every folder"
+        )
+    risk_files.setdefault(played, risk)
+    method.risk_setup = setup
+    for alpha, values in win_rates.items():
+        method.risk.setdefault(alpha, []).extend(values)
 
 
 def load_methods(runs: tuple, labels: tuple[str, ...] = ()) -> list[Method]:
@@ -303,36 +352,19 @@ def load_methods(runs: tuple, labels: tuple[str, ...] = ()) -> list[Method]:
         problem = absent_folder_problem(folder)
         if problem:
             raise ConfigError(f"cannot report on {folder}: {problem}")
-        name = label or Path(read_saved_config(folder)["script"]).stem
-        evaluation = newest(folder / "eval", EVALUATION)
-        method = methods.setdefault(name, Method(name))
-        if evaluation is None:  # its training curves still tell something: drawn, and named as not evaluated
-            method.not_evaluated.append(folder)
-            method.curves += learning_curves(folder)
-            continue
-        mazes = read_evaluation(evaluation)
-        if method.evaluated_at and set(mazes) != set(method.solve_rates):
-            raise ConfigError(f"{folder} was evaluated on other mazes than the other {name} folders")
-        for maze, values in mazes.items():
-            method.solve_rates[maze] += values
-        method.evaluated_at[folder] = int(EVALUATION.match(evaluation.name).group(1))
-        method.curves += learning_curves(folder)
-        risk = newest(folder / "eval", RISK)
-        if risk is None:
-            method.without_risk.append(folder)
-            continue
-        setup, win_rates = read_risk(risk)
-        played = (setup, tuple(sorted(win_rates)))
-        if risk_files and played not in risk_files:
-            (other_played, other), ours = next(iter(risk_files.items())), describe_played(*played)
-            raise ConfigError(
-                f"risk evaluations differ: {other} has {describe_played(*other_played)}, {risk} has {ours}; "
-                "run `.venv/bin/python -m common.evaluate --risk` with the same flags on every folder"
-            )
-        risk_files.setdefault(played, risk)
-        method.risk_setup = setup
-        for alpha, values in win_rates.items():
-            method.risk.setdefault(alpha, []).extend(values)
+        saved = read_saved_config(folder)
+        name = label or Path(saved["script"]).stem
+        flags = saved["config"]
+        sweep = parse_sweep(tuple(flags.get("sweep", ())), bool(flags.get("sweep_zip", False)))
+        # A sweep's points are methods of their own, named by their values (pooled with the same point elsewhere).
+        members = [(name, None)]
+        if sweep is not None:
+            members = [(f"{name} {sweep.label(point)}", point) for point in range(len(sweep.points))]
+        for member, point in members:
+            method = methods.setdefault(member, Method(member))
+            if point is not None:
+                method.sweep_point = (sweep, point)
+            add_folder(method, folder, point, risk_files)
     maze_sets = {name: tuple(sorted(method.solve_rates)) for name, method in methods.items() if method.evaluated}
     if len(set(maze_sets.values())) > 1:
         listed = "; ".join(f"{name}: {', '.join(mazes)}" for name, mazes in maze_sets.items())
@@ -661,6 +693,53 @@ def evaluation_figures(out: Path, methods: list[Method], rows: list[dict], confi
     return written
 
 
+def sweep_figure(out: Path, methods: list[Method], confidence: float) -> tuple[Path, str] | None:
+    """sweep.png: each point's held-out solve rate (per seed the mean over mazes; the mean over seeds with its
+    interval) against each swept value, one panel per swept name, the points that share the other names' values
+    joined; and the line naming the best point. None without an evaluated sweep (the first sweep's names decide)."""
+    swept = [method for method in methods if method.evaluated and method.sweep_point is not None]
+    if not swept:
+        return None
+    names = swept[0].sweep_point[0].names
+    swept = [method for method in swept if method.sweep_point[0].names == names]
+    results = []
+    for method in swept:
+        sweep, point = method.sweep_point
+        per_seed = np.mean([method.solve_rates[maze] for maze in sorted(method.solve_rates)], axis=0)
+        mean, bounds = mean_and_interval(per_seed, confidence)
+        results.append((sweep.points[point], float(mean), bounds, len(per_seed)))
+    best = max(range(len(results)), key=lambda index: results[index][1])
+    figure, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
+    for axis, name in zip(axes[0], names, strict=True):
+        others = [other for other in names if other != name]
+        groups = defaultdict(list)
+        for values, mean, bounds, _ in results:
+            groups[tuple(values[other] for other in others)].append((values[name], mean, bounds))
+        for key, entries in sorted(groups.items()):
+            entries.sort()
+            x = [value for value, _, _ in entries]
+            y = [mean for _, mean, _ in entries]
+            low = [mean - (bounds[0] if bounds else mean) for _, mean, bounds in entries]
+            high = [(bounds[1] if bounds else mean) - mean for _, mean, bounds in entries]
+            label = " ".join(f"{other}={value:g}" for other, value in zip(others, key, strict=True)) or None
+            axis.errorbar(x, y, yerr=[low, high], marker="o", capsize=3, label=label)
+        swept_values = sorted({values[name] for values, *_ in results})
+        if min(swept_values) > 0 and max(swept_values) / min(swept_values) >= 10:
+            axis.set_xscale("log")
+            axis.minorticks_off()
+        axis.set_xticks(swept_values, [f"{value:g}" for value in swept_values], fontsize=8)
+        axis.set(xlabel=flag(name), ylabel="held-out solve rate (mean over mazes)", ylim=(0, 1))
+        if others:
+            axis.legend(fontsize=8)
+    point, mean, _, seeds = results[best]
+    best_line = (
+        f"best point: {' '.join(f'{name}={point[name]:g}' for name in names)}, held-out solve rate {mean:.3f} "
+        f"(mean over mazes and {seeds} seeds)"
+    )
+    figure.suptitle(fill(f"{best_line}; whiskers: {interval_policy(confidence)}", 110), fontsize=9)
+    return save(figure, out / "sweep.png"), best_line
+
+
 def fill(text: str, width: int = 80) -> str:
     """`text` broken into lines of at most `width` characters, at spaces."""
     lines, current = [], ""
@@ -735,6 +814,10 @@ def main(args: Args) -> None:
             folders = ", ".join(str(folder) for folder in method.without_risk)
             notes.append(f"risk: {method.name} has no risk evaluation ({folders}); left out of risk.csv and risk.png")
     written += figures(args.out, methods, rows, args.confidence)
+    drawn = sweep_figure(args.out, methods, args.confidence)
+    if drawn is not None:
+        written.append(drawn[0])
+        notes.append(drawn[1])
     for path in written:
         print(f"wrote {path}")
     for note in notes:

@@ -31,6 +31,7 @@ from common.config import (
     read_config_to_resume,
 )
 from common.errors import ConfigError
+from common.sweep import parse_sweep
 
 
 @contextlib.contextmanager
@@ -57,7 +58,7 @@ MARKER = ".cleanued-run"
 """The file a new run writes first into its folder and --overwrite never removes before everything else is gone:
 the one proof that a run of this project made the folder."""
 MARKER_TEXT = b"A cleanued run folder: --overwrite may delete this folder while this file is in it.\n"
-RUN_ENTRIES = (MARKER, "config.json", "logs.csv", "checkpoints", "images", "eval", "wandb")
+RUN_ENTRIES = (MARKER, "config.json", "points.csv", "logs.csv", "checkpoints", "images", "eval", "wandb")
 """What a run writes into its folder (the driver, common.evaluate, wandb), besides `write_atomic`'s temporaries."""
 
 
@@ -112,7 +113,7 @@ def open_run_folder(config, script: str) -> RunFolder:
         lock = lock_run_folder(run_dir)
         if not list_checkpoints(run_dir / "checkpoints"):
             os.close(lock)
-            held = ", ".join(sorted(entry.name for entry in run_dir.iterdir()))
+            held = ", ".join(sorted(entry.name for entry in run_dir.iterdir() if entry.name != MARKER))
             raise ConfigError(
                 f"cannot resume {run_dir}: it has no checkpoint yet (it holds {held}); --overwrite starts it over"
             )
@@ -195,9 +196,20 @@ def write_marker(run_dir: Path) -> None:
 
 def record_config(run_dir: Path, config, script: str) -> None:
     """config.json: every field by flag name and the script that ran it (never environment variables or
-    secrets). A failed write (a full disk) is a one-line error and leaves the previous config.json, if any."""
+    secrets), and for a sweep points.csv, its points' values by number. A failed write (a full disk) is a one-line
+    error and leaves the previous config.json, if any."""
     path = run_dir / "config.json"
+    sweep = parse_sweep(config.run.sweep, config.run.sweep_zip)
     try:
+        if sweep is not None:  # the grid's points by number, as logs.csv and the evaluations name them
+            table = io.StringIO()
+            writer = csv.writer(table)
+            writer.writerow(["point", *sweep.names])
+            for index, point in enumerate(sweep.points):
+                writer.writerow([index, *(point[name] for name in sweep.names)])
+            path = run_dir / "points.csv"
+            write_atomic(path, table.getvalue().encode())
+            path = run_dir / "config.json"
         write_atomic(path, json.dumps({"script": script, "config": flags_of(config)}, indent=2).encode())
     except OSError as error:
         problem = error.strerror or error
@@ -249,7 +261,7 @@ def _row_problem(columns: list[str], record: list[str]) -> str | None:
         return f"{len(record)} fields, expected {len(columns)}"
     for column, cell in zip(columns, record, strict=True):
         try:
-            if column in INTEGER_COLUMNS:
+            if column in INTEGER_COLUMNS or column == "point":
                 int(cell)
             elif cell:
                 float(cell)
@@ -386,22 +398,32 @@ def stop_reason(run, update: int, env_steps: int, seconds: float, student_update
 
 
 def chunk_rows(
-    metrics: dict, update: int, env_steps: int, wall_time: float, env_steps_per_s: float, student_updates
+    metrics: dict,
+    update: int,
+    env_steps: int,
+    wall_time: float,
+    env_steps_per_s: float,
+    student_updates,
+    seeds_per_point: int | None = None,
 ) -> list[dict]:
-    """Rows for logs.csv from a chunk's metrics ({key: [num_seeds, num_updates]}): per seed, the mean of
-    each metric over the chunk's updates (NaN where no episode finished), and its student updates so far."""
-    num_seeds = next(iter(metrics.values())).shape[0]
+    """Rows for logs.csv from a chunk's metrics ({key: [entries, num_updates]}): per seed, the mean of each metric over
+    the chunk's updates (NaN where no episode finished), and its student updates so far. In a sweep
+    (`seeds_per_point`) entry e is point e // seeds_per_point's seed e % seeds_per_point, and rows name both."""
+    entries = next(iter(metrics.values())).shape[0]
     rows = []
-    for seed in range(num_seeds):
+    for entry in range(entries):
+        where = {"seed": entry}
+        if seeds_per_point is not None:
+            where = {"point": entry // seeds_per_point, "seed": entry % seeds_per_point}
         row = {
-            "seed": seed,
+            **where,
             "update": update,
-            "student_updates": int(student_updates[seed]),
+            "student_updates": int(student_updates[entry]),
             "env_steps": env_steps,
             "wall_time": round(wall_time, 2),
             "sps": round(env_steps_per_s),
         }
-        row.update({key: nanmean(values[seed]) for key, values in metrics.items()})
+        row.update({key: nanmean(values[entry]) for key, values in metrics.items()})
         rows.append(row)
     return rows
 
@@ -420,7 +442,8 @@ class RunLog:
     def __init__(
         self, config, run_dir: Path, columns: list[str], start_update: int, headline: tuple[str, ...], previous
     ):
-        fixed = ["seed", "update", "student_updates", "env_steps", "wall_time", "sps"]
+        fixed = [*(["point"] if config.run.sweep else []), "seed", "update", "student_updates", "env_steps"]
+        fixed += ["wall_time", "sps"]
         self.csv = CsvLog(run_dir / "logs.csv", [*fixed, *columns], previous)
         self.wandb = WandbLogger(config, run_dir) if config.run.track else None
         self.progress = Progress(config.run.total_updates, start_update)
@@ -439,7 +462,10 @@ class RunLog:
         if evaluated:
             results = " | ".join(f"{key} {nanmean([row[key] for row in rows]):.3f}" for key in evaluated)
             # A few episodes swing widely from one evaluation to the next: the line says how few, and where to look.
-            sample = f"{self.eval_episodes} episodes a maze and seed, mean of {len(rows)} seeds"
+            averaged = f"{len(rows)} seeds"
+            if "point" in rows[0]:
+                averaged = f"{rows[-1]['point'] + 1} points x {rows[-1]['seed'] + 1} seeds"
+            sample = f"{self.eval_episodes} episodes a maze and seed, mean of {averaged}"
             self.progress.keep(
                 f"update {update}, held-out evaluation ({sample}; common.evaluate for a larger sample): {results}"
             )
@@ -467,23 +493,32 @@ class WandbLogger:
         import wandb
 
         run = config.run
+        sweep = parse_sweep(run.sweep, run.sweep_zip)
+        # A sweep's point is part of each run's config, so wandb's sweep views (parallel coordinates, grouping by a
+        # value) read the swept values like any hyperparameter.
+        points = [None] if sweep is None else list(range(len(sweep.points)))
         self.runs = [
             wandb.init(
                 project=run.wandb_project,
                 entity=run.wandb_entity,
                 group=run.run_name,
-                name=f"{run.run_name}-seed{seed}",
-                config={**flags_of(config), "seed_index": seed},
+                name=f"{run.run_name}-seed{seed}" if point is None else f"{run.run_name}-point{point}-seed{seed}",
+                config={
+                    **flags_of(config),
+                    "seed_index": seed,
+                    **({} if point is None else {"point": point, **sweep.points[point]}),
+                },
                 dir=str(run_dir),
                 reinit="create_new",
             )
+            for point in points
             for seed in range(run.num_seeds)
         ]
 
     def log(self, rows: list[dict]) -> None:
         for run, row in zip(self.runs, rows, strict=True):
             run.log(
-                {key: value for key, value in row.items() if key != "seed" and not _is_nan(value)},
+                {key: value for key, value in row.items() if key not in ("seed", "point") and not _is_nan(value)},
                 step=int(row["update"]),
             )
 

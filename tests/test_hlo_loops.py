@@ -11,6 +11,7 @@ import jax
 import pytest
 
 from common.config import with_flags
+from common.sweep import run_functions
 from tests.test_cuda_lowering import SCRIPT_FLAGS, TINY
 
 COMPUTATION = re.compile(r"^(?:ENTRY )?%(\S+) ")
@@ -84,3 +85,19 @@ def test_a_step_never_waits_on_the_host(name, num_seeds):
     assert all(depth <= 1 for _, depth in conditionals), f"{name}: conditionals below the update: {conditionals}"
     unknown, conditionals = loops_and_conditionals(compiled_text(functions.evaluate, runner))
     assert unknown == [] and conditionals == [], f"{name}'s evaluation: {unknown} {conditionals}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["dr", "plr", "sfl"])
+def test_a_sweep_step_never_waits_on_the_host(name):
+    """A sweep's step vmaps the script's step over points and seeds and traces each entry's init for its optimizer
+    (work XLA drops): still no loop of unknown trip count, no conditional below the update."""
+    module = importlib.import_module(f"algos.{name}")
+    config = with_flags(
+        module.Config(), **{**TINY, "num_seeds": 2}, **SCRIPT_FLAGS[name], sweep=("gamma=0.99,0.9", "lr=1e-4,3e-4")
+    )
+    functions = run_functions(config, module.make_train, f"algos/{name}.py")
+    runner = jax.eval_shape(functions.init, jax.random.split(jax.random.key(0), 2))
+    unknown, conditionals = loops_and_conditionals(compiled_text(functions.step, runner))
+    assert unknown == [], f"{name}'s sweep chunk has loops of unknown trip count: {unknown}"
+    assert all(depth <= 1 for _, depth in conditionals), f"{name}: conditionals below the update: {conditionals}"

@@ -16,7 +16,7 @@ def screen(output: str) -> list[str]:
 
 @pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "pipe"])
 def test_evaluation_results_stay_on_screen(tmp_path, capsys, terminal):
-    config = types.SimpleNamespace(run=types.SimpleNamespace(track=False, total_updates=30, eval_episodes=10))
+    config = types.SimpleNamespace(run=types.SimpleNamespace(track=False, total_updates=30, eval_episodes=10, sweep=()))
     columns = ["train/return", "eval/return/SixteenRooms", "eval/solve_rate/SixteenRooms"]
     log = RunLog(config, tmp_path, columns, 0, ("train/return", "eval/solve_rate/SixteenRooms"), None)
     log.progress.interactive = terminal

@@ -1,0 +1,147 @@
+"""--sweep (common/sweep.py): the grid's points; a point of a 2-point x 2-seed sweep equals the same config run alone
+with those seeds, in every script; a name a sweep cannot take is refused in one line before a folder is made; a
+resumed sweep equals it uninterrupted; evaluate and report name each point. Mutation checked by hand: with
+`with_values` leaving the config as it is (every point trains the unswept value), the per-script equality fails for
+the point whose value differs."""
+
+import csv
+import importlib
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from common import sweep
+from common.config import flags_of, with_flags
+from common.errors import ConfigError
+from tests.states import assert_states_close, newest_state, run_script
+
+TINY = dict(
+    num_seeds=2,
+    num_envs=4,
+    num_steps=8,
+    max_steps=8,
+    maze_size=5,
+    n_walls=3,
+    lstm_size=8,
+    total_updates=4,
+    log_interval=2,
+    eval_interval=0,
+    checkpoint_interval=2,
+    screenshot_interval=0,
+)
+SCRIPTS = {
+    "dr": (dict(), "lr", (1e-4, 3e-4)),
+    "plr": (dict(buffer_size=8), "temperature", (0.3, 1.0)),
+    "accel": (dict(buffer_size=8), "staleness_coef", (0.5, 0.3)),
+    "plr_parallel": (dict(buffer_size=8), "temperature", (0.3, 1.0)),
+    "accel_parallel": (dict(buffer_size=12), "staleness_coef", (0.5, 0.3)),
+    "paired": (dict(teacher_lstm_size=8, teacher_conv_filters=4), "teacher_lr", (1e-4, 3e-4)),
+    "sfl": (
+        dict(refresh_interval=2, score_batches=1, score_batch_size=8, score_steps=8, buffer_size=4),
+        "gamma",
+        (0.99, 0.9),
+    ),
+}
+"""Each script's tiny settings and a name it can sweep, with two values."""
+
+
+def test_points_are_the_product_or_the_zip_of_the_lists():
+    grid = sweep.parse_sweep(("lr=1e-4,3e-4", "temperature=0.1,0.3,1"), zipped=False)
+    assert grid.names == ("lr", "temperature") and len(grid.points) == 6
+    assert grid.points[0] == {"lr": 1e-4, "temperature": 0.1} and grid.points[1] == {"lr": 1e-4, "temperature": 0.3}
+    assert grid.label(5) == "lr=0.0003 temperature=1"
+    paired = sweep.parse_sweep(("lr=1e-4,3e-4", "--ent-coef=0,0.01"), zipped=True)
+    assert paired.points == ({"lr": 1e-4, "ent_coef": 0.0}, {"lr": 3e-4, "ent_coef": 0.01})
+    assert sweep.parse_sweep((), zipped=False) is None
+    np.testing.assert_array_equal(sweep.entry_values(paired, 3)["lr"], np.float32([1e-4] * 3 + [3e-4] * 3))
+
+
+@pytest.mark.parametrize(
+    ("specs", "zipped", "fragment"),
+    [
+        (("lr",), False, "give NAME=V1,V2"),
+        (("lr=1e-4,x",), False, "every value must be a number"),
+        (("lr=1e-4,1e-4",), False, "a value twice"),
+        (("lr=1e-4", "lr=3e-4"), False, "twice: give its values in one list"),
+        (("lr=1e-4,3e-4", "gamma=0.9"), True, "they need one length"),
+        ((), True, "give --sweep too"),
+    ],
+)
+def test_malformed_sweeps_are_one_line_errors(specs, zipped, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        sweep.parse_sweep(specs, zipped)
+
+
+def config_of(name: str, tmp_path, **flags):
+    module = importlib.import_module(f"algos.{name}")
+    extra, _, _ = SCRIPTS[name]
+    return module, with_flags(module.Config(), **{**TINY, **extra, "runs_dir": str(tmp_path), **flags})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_point_equals_its_config_run_alone_and_a_shape_is_refused(name, tmp_path):
+    _, swept_name, values = SCRIPTS[name]
+    module, config = config_of(name, tmp_path, sweep=(f"{swept_name}={values[0]},{values[1]}",))
+    functions = sweep.run_functions(config, module.make_train, f"algos/{name}.py")
+    keys = jax.random.split(jax.random.key(config.run.seed), config.run.num_seeds)
+    swept, metrics = jax.jit(functions.step)(jax.jit(functions.init)(keys))
+    default = flags_of(config)[swept_name]
+    for point, value in enumerate(values):
+        if value == default:  # equal to the unswept config whatever the sweep does: the other point tells
+            continue
+        _, alone_config = config_of(name, tmp_path, **{swept_name: value})
+        alone = module.make_train(alone_config)
+        runner, alone_metrics = jax.jit(alone.step)(jax.jit(alone.init)(keys))
+        seeds = slice(point * 2, point * 2 + 2)
+        ours = jax.tree.map(lambda leaf, seeds=seeds: leaf[seeds], functions.policies["student"](swept))
+        # Four entries vmapped sum in another order than two: equal up to float rounding.
+        assert_states_close(ours, alone.policies["student"](runner), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(metrics["train/return"][seeds], alone_metrics["train/return"], rtol=1e-4, atol=1e-6)
+    _, refused = config_of(name, tmp_path, run_name="refused", sweep=("num_envs=4,8",))
+    with pytest.raises(ConfigError, match=r"--sweep --num-envs changes a shape or a branch.*a sweep can take .*--lr"):
+        run_script(module, refused)
+    assert not (tmp_path / "refused").exists()
+
+
+@pytest.mark.slow
+def test_a_resumed_sweep_equals_it_uninterrupted_and_evaluate_and_report_name_its_points(tmp_path):
+    module, whole = config_of("plr", tmp_path, run_name="whole", sweep=("temperature=0.3,1", "lr=1e-4,3e-4"))
+    run_script(module, whole)
+    _, first = config_of("plr", tmp_path, run_name="split", total_updates=2, sweep=whole.run.sweep)
+    run_script(module, first)
+    resumed = with_flags(first, total_updates=4, resume=True)
+    run_script(module, resumed)
+    assert_states_close(newest_state_of(whole, tmp_path / "whole"), newest_state_of(resumed, tmp_path / "split"))
+    run_dir = tmp_path / "whole"
+    with open(run_dir / "points.csv") as handle:
+        assert list(csv.DictReader(handle))[3] == {"point": "3", "temperature": "1.0", "lr": "0.0003"}
+    with open(run_dir / "logs.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(row["point"], row["seed"]) for row in rows[:8]] == [(str(p), str(s)) for p in range(4) for s in range(2)]
+    from common import evaluate, report
+
+    evaluate.main(evaluate.Args(run_dir=run_dir, mazes=("SixteenRooms",), episodes=2))
+    (written,) = (run_dir / "eval").glob("evaluate_*.csv")
+    with open(written) as handle:
+        assert {(row["point"], row["seed"]) for row in csv.DictReader(handle)} == {
+            (str(p), str(s)) for p in range(4) for s in range(2)
+        }
+    report.main(report.Args(runs=(run_dir,), out=tmp_path / "report"))
+    summary = json.dumps(list(csv.DictReader(open(tmp_path / "report" / "summary.csv"))))
+    assert "plr temperature=1 lr=0.0003" in summary and "plr temperature=0.3 lr=0.0001" in summary
+    assert (tmp_path / "report" / "sweep.png").stat().st_size > 5_000
+
+
+def newest_state_of(config, run_dir):
+    """The newest checkpoint of a sweep's run folder, read with the sweep's runner shapes."""
+    module = importlib.import_module("algos.plr")
+
+    class Swept:
+        @staticmethod
+        def make_train(config):
+            return sweep.run_functions(config, module.make_train, "algos/plr.py")
+
+    return newest_state(Swept, with_flags(config, resume=False), run_dir)

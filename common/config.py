@@ -105,7 +105,7 @@ class RunConfig:
     """Delete an existing run folder of the same name and start over."""
     init_from: Annotated[str | None, unset_means("fresh parameters")] = None
     """Start the networks from a checkpoint's or an .npz's params/... (one seed's, or per seed); fresh optimizer."""
-    sweep: tuple[str, ...] = ()
+    sweep: Annotated[tuple[str, ...], arg(help_behavior_hint="(default: none, the config as it is)")] = ()
     """Train a grid in one program, points x seeds vmapped: NAME=V1,V2,... per swept float (e.g. lr=1e-4,3e-4)."""
     sweep_zip: bool = False
     """Pair the --sweep lists element by element (equal lengths) instead of taking every combination."""

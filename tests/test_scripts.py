@@ -148,7 +148,7 @@ def test_help_defaults_are_the_scripts_config_defaults(script):
     defaults = flags_of(with_flags(importlib.import_module(f"algos.{script.stem}").Config(), run_name=script.stem))
     assert sorted(shown) == sorted(flag(name) for name in defaults), "every field's flag shows one default"
     for name, value in defaults.items():
-        if value is None:  # unset: the hint says what that means, as every script's run of it does
+        if value is None or value == []:  # unset or empty: the hint says what that means, as every script's run does
             assert shown[flag(name)] not in ("None", ""), f"{flag(name)}: say what an unset value means"
         else:
             assert shown[flag(name)] == shown_default(value), f"{flag(name)} in --help of {script.name}"

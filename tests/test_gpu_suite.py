@@ -1,7 +1,8 @@
 """benchmarks/speed/gpu_suite.py runs end to end on the CPU with its --smoke preset: every stage writes one JSON line
 per setting (device and versions included), none fails, a setting another stage measured is reused and says so, the
-command-buffer settings run in fresh processes with their XLA flags, a peer that does not import here is skipped and
-recorded so, and the tables are printed. The fast tests check the bookkeeping with stand-in measurements."""
+command-buffer settings run in fresh processes with their XLA flags, the sweep stage counts every point's seeds, a
+peer that does not import here is skipped and recorded so, and the tables are printed. The fast tests check the
+bookkeeping with stand-in measurements."""
 
 import importlib.util
 import json
@@ -16,7 +17,7 @@ from common.devices import CPU_UNROLL
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
-STAGES = ("methods", "seeds", "env", "unroll", "command_buffers", "peers")
+STAGES = ("methods", "seeds", "env", "unroll", "command_buffers", "sweep", "peers")
 PEER_GROUPS = {"JaxUED env": "jaxued", "NAVIX env": "navix", "XLand-MiniGrid env": "xminigrid"}
 
 
@@ -44,6 +45,13 @@ def test_smoke_suite_writes_every_stage(tmp_path):
     assert "--xla_gpu_enable_command_buffer=+WHILE" in flags[1] and "unroll_loops" not in flags[1]
     assert "--xla_gpu_enable_command_buffer=+WHILE --xla_gpu_command_buffer_unroll_loops=true" in flags[2]
     assert all(r["config"]["unroll"] == 1 and "same_as" not in r for r in records["command_buffers"])
+    assert [r["setting"] for r in records["sweep"]] == ["dr x2", "dr sweep 2 points x 1 seeds"]
+    assert records["sweep"][0]["same_as"] == "seeds dr x2"
+    swept = records["sweep"][1]
+    assert swept["points"] == 2 and swept["num_seeds"] == 1 and swept["sweep"] == ["lr=0.0001,0.001"]
+    assert swept["config"]["sweep"] == ["lr=0.0001,0.001"]
+    assert swept["env_steps_per_s"] * swept["steady_s_per_update"] == pytest.approx(2 * 4 * 8, rel=0.05)
+    assert "| dr sweep 2 points x 1 seeds | 4 x 8 | 2 x 1 |" in result.stdout
     measured = [record for stage in records.values() for record in stage if "skipped" not in record]
     for record in measured:
         assert "error" not in record and record["env_steps_per_s"] > 0

@@ -41,6 +41,7 @@ from common import level_buffer  # noqa: E402
 from common.config import flags_of, with_flags  # noqa: E402
 from common.devices import make_placement  # noqa: E402
 from common.provenance import describe_environment  # noqa: E402
+from common.sweep import run_functions  # noqa: E402
 from envs.levels import sample_dr_level  # noqa: E402
 
 ALGOS = ("dr", "paired", "plr", "accel", "plr_parallel", "accel_parallel")
@@ -91,6 +92,8 @@ class Args:
     """Virtual environment for minimax's pinned stack; created with the running Python if missing."""
     set: tuple[str, ...] = ()
     """Config overrides as key=value (values parsed as JSON when they can be), e.g. teacher_conv_filters=8."""
+    sweep: tuple[str, ...] = ()
+    """The scripts' --sweep NAME=V1,V2,...: every point x seed vmapped in one program (env steps/s counts all)."""
 
 
 def load_algo(name: str):
@@ -147,10 +150,12 @@ def measure(name: str, args: Args, num_envs: int, num_seeds: int) -> dict:
         eval_interval=0,
         checkpoint_interval=args.updates_per_call,
         screenshot_interval=0,
+        sweep=args.sweep,
     )
-    functions = module.make_train(config)
+    functions = run_functions(config, module.make_train, f"algos/{name}.py")
     placement = make_placement(config.run, config.ppo.num_envs)
     runner = warm_buffers(jax.jit(functions.init)(jax.random.split(jax.random.key(0), num_seeds)), config)
+    num_entries = jax.tree.leaves(runner)[0].shape[0]  # points x seeds with a sweep
     runner = placement.place(runner)
     started = time.perf_counter()
     step_chunk = placement.jit(functions.step).lower(runner).compile()
@@ -168,14 +173,16 @@ def measure(name: str, args: Args, num_envs: int, num_seeds: int) -> dict:
         "num_envs": num_envs,
         "num_steps": args.num_steps,
         "num_seeds": num_seeds,
+        "points": num_entries // num_seeds,
         "num_devices": placement.num_devices,
         "sharded": "envs" if placement.shard_envs else ("seeds" if placement.num_devices > 1 else "-"),
         "compile_s": round(compile_s, 2),
         "steady_s_per_update": round(per_update, 4),
-        "env_steps_per_s": round(config.env_steps_per_update * num_seeds / per_update),
+        "env_steps_per_s": round(config.env_steps_per_update * num_entries / per_update),
         # Replay methods: the share of timed updates that replayed (and so took the PPO step).
         "replay_fraction": None if jnp.isnan(replay_fractions[0]) else round(statistics.mean(replay_fractions), 3),
         "overrides": list(args.set),
+        "sweep": list(args.sweep),
         **describe_environment(),
         "config": flags_of(config),
     }

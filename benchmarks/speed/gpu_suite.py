@@ -1,8 +1,8 @@
 """The measurements that decide the GPU settings, in one command: every method's throughput and compile time, seeds
 vmapped in one process, the env alone at growing batch sizes, the unroll of the scans, XLA command buffers on loops,
-and the peers side by side on the same GPU.
+a --sweep against seeds alone, and the peers side by side on the same GPU.
 
-    python benchmarks/speed/gpu_suite.py --out gpu_results --jaxued-repo /tmp/jaxued  # GPU: about 24 min (planned)
+    python benchmarks/speed/gpu_suite.py --out gpu_results --jaxued-repo /tmp/jaxued  # GPU: about 26 min (planned)
     python benchmarks/speed/gpu_suite.py --out /tmp/smoke --smoke  # every stage at tiny sizes, on a CPU
 
 Stages, in order, each a list of settings measured by the benchmark that owns them, with the planned minutes of the
@@ -26,7 +26,10 @@ themselves take seconds.
    launch cost per loop iteration that unrolling cuts, so that is where they have the most to win, and the unroll
    stage's rows at 1 and 8 bracket them. jaxlib's CPU build parses every XLA flag and accepts these (it ignores
    them), so the smoke preset runs all three processes.
-6. `peers` (5 min): the peers on this interpreter's own jax, each beside the AMaze setting it compares with
+6. `sweep` (2 min): DR and ACCEL with `--sweep lr=...` at 8 points x 8 seeds in one program
+   (`bench_algos.py --sweep`), beside the same 64 entries as 64 seeds (the seeds stage's x64): what a sweep's
+   traced hyperparameters (a batched learning rate and optimizer) cost against seeds alone.
+7. `peers` (5 min): the peers on this interpreter's own jax, each beside the AMaze setting it compares with
    (ratio ours / theirs of env steps/s). Env-only at 65,536 envs (the issue's target batch): JaxUED's Maze
    (benchmarks/peers/jaxued_env_worker.py) against AMaze resampling and restarting with 60 walls; NAVIX and
    XLand-MiniGrid (benchmarks/peers/gridworlds_env_worker.py) against an empty AMaze room. Training: JaxUED's
@@ -52,10 +55,11 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 import tyro
 
 # SCAFFOLDING: make `benchmarks`, `envs` and `common` importable when run as a script.
@@ -67,8 +71,8 @@ from common.config import Devices  # noqa: E402
 from common.devices import scan_unroll  # noqa: E402
 from common.provenance import describe_environment  # noqa: E402
 
-Stage = Literal["methods", "seeds", "env", "unroll", "command_buffers", "peers"]
-STAGES: tuple[Stage, ...] = ("methods", "seeds", "env", "unroll", "command_buffers", "peers")
+Stage = Literal["methods", "seeds", "env", "unroll", "command_buffers", "sweep", "peers"]
+STAGES: tuple[Stage, ...] = ("methods", "seeds", "env", "unroll", "command_buffers", "sweep", "peers")
 METHODS = ("dr", "paired", "plr", "accel", "plr_parallel", "accel_parallel", "sfl")
 PEER_WORKERS = Path(__file__).resolve().parents[1] / "peers"
 """The folder of the peers' worker scripts."""
@@ -97,7 +101,7 @@ class Args:
     methods: tuple[str, ...] = METHODS
     """Methods of the `methods` stage (algos/<name>.py)."""
     sweep_methods: tuple[str, ...] = ("dr", "accel")
-    """Methods of the `seeds`, `unroll` and `command_buffers` stages."""
+    """Methods of the `seeds`, `unroll`, `command_buffers` and `sweep` stages."""
     jaxued_repo: str | None = None
     """A checkout of github.com/DramaCow/jaxued for the `peers` stage's training rows (its examples/ are not in the
     wheel); unset: those rows are skipped."""
@@ -122,6 +126,7 @@ class Sizes:
     peer_env_counts: tuple[int, ...] = (65536,)
     jaxued_flags: tuple[str, ...] = ()  # flags for JaxUED's example scripts (jaxued_worker.py --flags)
     overrides: tuple[str, ...] = ()  # key=value config overrides for every method (bench_algos --set)
+    sweep_points: int = 8  # the sweep stage's --lr values, at seed_counts[-1] // sweep_points seeds each
 
 
 PAPER = Sizes()
@@ -131,6 +136,7 @@ SMOKE = Sizes(
     updates_per_call=2,
     repeats=1,
     seed_counts=(1, 2),
+    sweep_points=2,
     env_counts=(8,),
     env_steps=8,
     maze_size=5,
@@ -197,9 +203,26 @@ def script_num_envs(sizes: Sizes, name: str) -> int:
     return sizes.num_envs or bench_algos.load_algo(name).Config().ppo.num_envs
 
 
-def measure_algo(sizes: Sizes, name: str, num_seeds: int, unroll: int | None = None) -> dict:
-    result = bench_algos.measure(name, algo_args(sizes, name, unroll), script_num_envs(sizes, name), num_seeds)
+def measure_algo(
+    sizes: Sizes, name: str, num_seeds: int, unroll: int | None = None, sweep: tuple[str, ...] = ()
+) -> dict:
+    args = replace(algo_args(sizes, name, unroll), sweep=sweep)
+    result = bench_algos.measure(name, args, script_num_envs(sizes, name), num_seeds)
     return {**result, "unroll": scan_unroll(Devices(unroll=unroll))}
+
+
+def sweep_settings(sizes: Sizes, name: str) -> list[Setting]:
+    """`name` with --sweep over sizes.sweep_points learning rates, beside the same number of entries as seeds."""
+    entries = sizes.seed_counts[-1]
+    num_seeds = entries // sizes.sweep_points
+    lrs = ",".join(f"{lr:.3g}" for lr in np.geomspace(1e-4, 1e-3, sizes.sweep_points))
+    sweep = (f"lr={lrs}",)
+    swept = Setting(
+        f"{name} sweep {sizes.sweep_points} points x {num_seeds} seeds",
+        lambda: measure_algo(sizes, name, num_seeds, sweep=sweep),
+        key=("sweep", name, num_seeds, sweep),
+    )
+    return [algo_setting(f"{name} x{entries}", sizes, name, entries), swept]
 
 
 def algo_setting(label: str, sizes: Sizes, name: str, num_seeds: int, unroll: int | None = None) -> Setting:
@@ -338,6 +361,8 @@ def settings(stage: Stage, sizes: Sizes, args: Args) -> list[Setting]:
             for name in args.sweep_methods
             for unroll in sizes.unrolls
         ]
+    if stage == "sweep":
+        return [setting for name in args.sweep_methods for setting in sweep_settings(sizes, name)]
     if stage == "command_buffers":
         return [
             Setting(f"{name} {setting}", lambda name=name, flags=flags: measure_with_xla_flags(sizes, name, flags))
@@ -384,6 +409,12 @@ def seconds(result: dict):
     return result.get("steady_s_per_update", result.get("steady_s"))
 
 
+def seeds_column(result: dict) -> str:
+    """Seeds, or points x seeds for a sweep."""
+    seeds, points = result.get("num_seeds", 1), result.get("points", 1)
+    return str(seeds) if points == 1 else f"{points} x {seeds}"
+
+
 def table(results: list[dict]) -> str:
     """The markdown table of one stage's results."""
     lines = [
@@ -398,7 +429,7 @@ def table(results: list[dict]) -> str:
         row = [
             result["setting"],
             f"{result['num_envs']} x {result['num_steps']}",
-            result.get("num_seeds", 1),
+            seeds_column(result),
             result.get("unroll", "-"),
             result["compile_s"],
             seconds(result),

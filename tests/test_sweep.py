@@ -12,9 +12,9 @@ import jax
 import numpy as np
 import pytest
 
-from common import sweep
+from common import devices, sweep
 from common.config import flags_of, with_flags
-from common.errors import ConfigError
+from common.errors import ConfigError, DoesNotFit
 from tests.states import assert_states_close, newest_state, run_script
 
 TINY = dict(
@@ -104,6 +104,20 @@ def test_a_point_equals_its_config_run_alone_and_a_shape_is_refused(name, tmp_pa
     with pytest.raises(ConfigError, match=r"--sweep --num-envs changes a shape or a branch.*a sweep can take .*--lr"):
         run_script(module, refused)
     assert not (tmp_path / "refused").exists()
+
+
+def test_the_memory_check_counts_points_times_seeds(tmp_path, monkeypatch):
+    """A host with room for the seeds' state but not for two points of them: the sweep is refused in one line
+    before a folder is made; without the sweep the same state passes the check."""
+    module, config = config_of("dr", tmp_path, run_name="wide", sweep=("lr=1e-4,3e-4",))
+    alone = module.make_train(with_flags(config, sweep=()))
+    shapes = jax.eval_shape(alone.init, jax.random.split(jax.random.key(0), config.run.num_seeds))
+    seeds_bytes = sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(shapes))
+    monkeypatch.setattr(devices, "memory_per_device", lambda placement: (1.5 * seeds_bytes, "of this test's host"))
+    devices.check_state_fits(shapes, alone.placement)
+    with pytest.raises(DoesNotFit, match="the training state alone takes .* of this test's host"):
+        run_script(module, config)
+    assert not (tmp_path / "wide").exists()
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ import dataclasses
 import itertools
 import typing
 from collections.abc import Callable
+from pathlib import Path
 from typing import NamedTuple
 
 import jax
@@ -269,7 +270,7 @@ def over_points(config, make_train: Callable, base, sweep: Sweep):
     starting_parameters = None
     if config.run.init_from is not None and not config.run.resume:
         shapes = jax.eval_shape(base.init, jax.random.split(jax.random.key(0), num_seeds))
-        read = read_parameters(config.run.init_from, shapes, num_seeds)
+        read = read_parameters(Path(config.run.init_from), shapes, num_seeds)
         starting_parameters = jax.tree.map(lambda leaf: np.tile(leaf, (num_points,) + (1,) * (leaf.ndim - 1)), read)
 
     def init(rngs):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from algos import dr, plr
-from common import checkpoint
+from common import checkpoint, sweep
 from common.config import with_flags
 from common.errors import ConfigError
 from tests.states import assert_states_close, newest_state, run_script
@@ -89,6 +89,15 @@ def test_one_seeds_npz_starts_every_seed_and_a_stack_starts_each_its_own(trained
     np.savez(stacked, **flat)
     runner = initial_runner(dr, config_of(dr, tmp_path, init_from=str(stacked)))
     assert_trees_equal(runner.train_state.params, source.train_state.params)
+
+
+def test_every_point_of_a_sweep_starts_from_the_checkpoint(trained, tmp_path):
+    run_dir, _, source = trained
+    config = config_of(dr, tmp_path, init_from=str(newest_checkpoint(run_dir)), sweep=("lr=1e-4,3e-4",))
+    functions = sweep.run_functions(config, dr.make_train, "algos/dr.py")
+    runner = jax.jit(functions.init)(jax.random.split(jax.random.key(config.run.seed), config.run.num_seeds))
+    expected = jax.tree.map(lambda leaf: np.concatenate([leaf, leaf]), source.train_state.params)  # point, then seed
+    assert_trees_equal(runner.train_state.params, expected)
 
 
 def refusal(command: list[str], tmp_path: Path) -> str:

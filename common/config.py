@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Annotated, get_type_hints
 
 import tyro
-from tyro.conf import OmitArgPrefixes, arg
+from tyro.conf import OmitArgPrefixes, UseAppendAction, arg
 
 from common.devices import CPU_UNROLL, GPU_UNROLL, placement_problems
 from common.errors import ConfigError
@@ -105,8 +105,12 @@ class RunConfig:
     """Delete an existing run folder of the same name and start over."""
     init_from: Annotated[str | None, unset_means("fresh parameters")] = None
     """Start the networks from a checkpoint's or an .npz's params/... (one seed's, or per seed); fresh optimizer."""
-    sweep: Annotated[tuple[str, ...], arg(help_behavior_hint="(default: none, the config as it is)")] = ()
-    """Train a grid in one program, points x seeds vmapped: NAME=V1,V2,... per swept float (e.g. lr=1e-4,3e-4)."""
+    sweep: Annotated[
+        tuple[str, ...],
+        UseAppendAction,
+        arg(metavar="NAME=V1,V2,...", help_behavior_hint="(default: none, the config as it is)"),
+    ] = ()
+    """Train a grid in one program, points x seeds vmapped: one --sweep per swept float (e.g. --sweep lr=1e-4,3e-4)."""
     sweep_zip: bool = False
     """Pair the --sweep lists element by element (equal lengths) instead of taking every combination."""
     total_updates: Annotated[int, AT_LEAST_ONE] = 30_000

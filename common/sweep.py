@@ -1,9 +1,9 @@
 """--sweep: a grid of scalar hyperparameters trained in one program, every point vmapped with the seeds.
 
-`--sweep lr=1e-4,3e-4 temperature=0.1,0.3` trains the grid's points (the product of the lists, or with --sweep-zip
-the lists paired element by element) at --num-seeds seeds each, all in one jitted program: the runner state's
-leading axis holds point p's seed s at p * num_seeds + s, and seed s starts from the key a run of that point alone
-would give it (split(key(--seed), --num-seeds)[s]), so a point equals the same config run alone up to float
+`--sweep lr=1e-4,3e-4 --sweep temperature=0.1,0.3` trains the grid's points (the product of the lists, or with
+--sweep-zip the lists paired element by element) at --num-seeds seeds each, all in one jitted program: the runner
+state's leading axis holds point p's seed s at p * num_seeds + s, and seed s starts from the key a run of that point
+alone would give it (split(key(--seed), --num-seeds)[s]), so a point equals the same config run alone up to float
 rounding (a bigger batch sums in another order).
 
 The scripts know nothing of it. Each point's values reach the script's code as the config itself: inside the
@@ -60,8 +60,8 @@ def parse_sweep(specs: tuple[str, ...], zipped: bool) -> Sweep | None:
             values = [float(value) for value in text.split(",")]
         except ValueError:
             raise ConfigError(f"--sweep {spec!r}: every value must be a number") from None
-        if len(set(values)) < len(values):
-            raise ConfigError(f"--sweep {spec!r}: a value twice would train one point twice")
+        if len(set(np.float32(values).tolist())) < len(values):  # the program holds each value as a float32
+            raise ConfigError(f"--sweep {spec!r}: a value twice (as a float32) would train one point twice")
         names.append(name)
         lists.append(values)
     if zipped:

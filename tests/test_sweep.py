@@ -12,8 +12,9 @@ import jax
 import numpy as np
 import pytest
 
+from algos import dr
 from common import devices, sweep
-from common.config import flags_of, with_flags
+from common.config import flags_of, parse_command_line, with_flags
 from common.errors import ConfigError, DoesNotFit
 from tests.states import assert_states_close, newest_state, run_script
 
@@ -58,12 +59,18 @@ def test_points_are_the_product_or_the_zip_of_the_lists():
     np.testing.assert_array_equal(sweep.entry_values(paired, 3)["lr"], np.float32([1e-4] * 3 + [3e-4] * 3))
 
 
+def test_each_sweep_flag_adds_a_name():
+    config = parse_command_line(dr.Config, "", ["--sweep", "lr=1e-4,3e-4", "--sweep", "gamma=0.9,0.99"])
+    assert config.run.sweep == ("lr=1e-4,3e-4", "gamma=0.9,0.99")
+
+
 @pytest.mark.parametrize(
     ("specs", "zipped", "fragment"),
     [
         (("lr",), False, "give NAME=V1,V2"),
         (("lr=1e-4,x",), False, "every value must be a number"),
         (("lr=1e-4,1e-4",), False, "a value twice"),
+        (("lr=1e-4,1.000000001e-4",), False, "a value twice"),
         (("lr=1e-4", "lr=3e-4"), False, "twice: give its values in one list"),
         (("lr=1e-4,3e-4", "gamma=0.9"), True, "they need one length"),
         ((), True, "give --sweep too"),

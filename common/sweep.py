@@ -314,15 +314,17 @@ def over_points(config, make_train: Callable, base, sweep: Sweep):
 
 def run_functions(config, make_train: Callable, script: str):
     """The functions a run of `config` trains with: the script's (`make_train(config)`), or over every point of its
-    --sweep, checked first (each point's values in range, every name sweepable, one device)."""
+    --sweep, checked first (each point's values in range, every name sweepable), on one device."""
     from common.contract import check_functions
 
-    functions = check_functions(make_train(config), script)
     sweep = parse_sweep(config.run.sweep, config.run.sweep_zip)
     if sweep is None:
-        return functions
-    if functions.placement.num_devices > 1 or config.run.devices.num_processes not in (None, 1):
-        raise ConfigError("--sweep trains on one device: leave --num-devices and --num-processes unset")
+        return check_functions(make_train(config), script)
+    devices = config.run.devices
+    if devices.num_devices not in (None, 1) or devices.num_processes not in (None, 1):
+        raise ConfigError("--sweep trains on one device: give --num-devices 1 (or leave it unset) and one process")
+    config = with_flags(config, num_devices=1)  # unset would take every device the seeds or envs split over
+    functions = check_functions(make_train(config), script)
     check_sweepable(config, make_train, sweep)
     point_configs(config, sweep)
     return over_points(config, make_train, functions, sweep)

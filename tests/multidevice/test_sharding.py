@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from algos import accel_parallel, dr, paired
+from common import evaluate, sweep
 from common.config import with_flags
 from common.devices import make_placement
+from common.errors import ConfigError
 from tests.states import assert_states_close, newest_state, run_script
 
 pytestmark = pytest.mark.skipif(jax.device_count() < 4, reason="needs 4 devices (XLA_FLAGS forces them on CPU)")
@@ -77,6 +79,21 @@ def test_seeds_that_do_not_divide_split_envs_instead():
     placement, _, metrics, _ = train_chunks(paired, num_chunks=1, num_seeds=3, num_devices=4, teacher_conv_filters=4)
     assert placement.shard_envs
     assert np.isfinite(metrics[0]["teacher/ppo/loss"]).all() and np.isfinite(metrics[0]["protagonist/ppo/loss"]).all()
+
+
+def test_a_sweep_takes_one_device_when_none_is_given_and_is_evaluated_there(tmp_path):
+    """With --num-devices unset a run takes every device its seeds or envs split over; a sweep (one device only)
+    was refused on such a host, and its folder could not be evaluated there."""
+    config = with_flags(dr.Config(), **{**TINY, "num_seeds": 2, "runs_dir": str(tmp_path), "sweep": ("lr=1e-4,3e-4",)})
+    assert config.run.devices.num_devices is None
+    assert make_placement(config.run, config.ppo.num_envs).num_devices == 4  # what a run without the sweep takes
+    functions = sweep.run_functions(config, dr.make_train, "algos/dr.py")
+    assert functions.placement.num_devices == 1
+    run_dir = run_script(dr, with_flags(config, total_updates=2, eval_interval=0, screenshot_interval=0))
+    evaluate.main(evaluate.Args(run_dir=run_dir, mazes=("SixteenRooms",), episodes=1))
+    assert list((run_dir / "eval").glob("evaluate_*.csv"))
+    with pytest.raises(ConfigError, match="--sweep trains on one device: give --num-devices 1"):
+        sweep.run_functions(with_flags(config, num_devices=2), dr.make_train, "algos/dr.py")
 
 
 def test_checkpoint_resumes_on_another_device_count(tmp_path):

@@ -290,8 +290,11 @@ def over_points(config, make_train: Callable, base, sweep: Sweep):
         step = chunk
     else:
 
-        def step(runner):  # the refresh runs on each point's seeds at once, as a script's own does on all its seeds
-            return chunk(ungrouped(jax.vmap(swept.before_step)(grouped(runner), point_values)))
+        def step(runner):
+            # One point after another, each on all its seeds as a script's own refresh runs: vmapped over points,
+            # the refresh's lax.cond (on an update count a point's seeds share) would run both branches every chunk.
+            refreshed = jax.lax.map(lambda point: swept.before_step(*point), (grouped(runner), point_values))
+            return chunk(ungrouped(refreshed))
 
     def evaluate(runner):
         return jax.vmap(swept.evaluate)(runner, values)

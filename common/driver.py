@@ -46,7 +46,7 @@ from common.runs import (
     record_config,
     stop_reason,
 )
-from common.sweep import run_functions
+from common.sweep import run_functions, stopped_entries
 from envs.render import render_grid, save_png
 
 
@@ -183,6 +183,9 @@ def train(
                     f"error: non-finite loss or parameters in updates {updates} ({where}); "
                     f"last good checkpoint: {checkpoints.newest() or 'none'}"
                 )
+            stopped = np.zeros(len(finite), bool)  # a sweep's points that had reached their budget: no rows
+            if seeds_per_point is not None and settings.total_student_updates is not None:
+                stopped = stopped_entries(student_updates, settings.total_student_updates, seeds_per_point)
             runner, update = next_runner, update + settings.log_interval
             student_updates = placement.to_host(functions.student_updates(runner))
             wall_time = wall_offset + time.perf_counter() - started
@@ -198,7 +201,7 @@ def train(
                     picture = render_grid(levels, labels=level_labels(numbers) if numbers else None)
                     save_png(picture, run_dir / "images" / f"levels_update_{update:08d}.png")
             if writer:
-                log.write(rows, env_steps_per_s)
+                log.write([row for row, done in zip(rows, stopped, strict=True) if not done], env_steps_per_s)
             stop_requested = placement.agree(bool(stop_signal.requested))
             archive = settings.archive_interval and update % settings.archive_interval == 0
             if update % settings.checkpoint_interval == 0 or archive or stop_requested:

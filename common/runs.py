@@ -497,6 +497,7 @@ class WandbLogger:
         # A sweep's point is part of each run's config, so wandb's sweep views (parallel coordinates, grouping by a
         # value) read the swept values like any hyperparameter.
         points = [None] if sweep is None else list(range(len(sweep.points)))
+        self.num_seeds = run.num_seeds
         self.runs = [
             wandb.init(
                 project=run.wandb_project,
@@ -516,7 +517,8 @@ class WandbLogger:
         ]
 
     def log(self, rows: list[dict]) -> None:
-        for run, row in zip(self.runs, rows, strict=True):
+        for row in rows:  # a sweep's point that has stopped has no rows
+            run = self.runs[row.get("point", 0) * self.num_seeds + row["seed"]]
             run.log(
                 {key: value for key, value in row.items() if key not in ("seed", "point") and not _is_nan(value)},
                 step=int(row["update"]),

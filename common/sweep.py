@@ -296,6 +296,10 @@ def over_points(config, make_train: Callable, base, sweep: Sweep):
             refreshed = jax.lax.map(lambda point: swept.before_step(*point), (grouped(runner), point_values))
             return chunk(ungrouped(refreshed))
 
+    budget = config.run.total_student_updates
+    if budget is not None:
+        step = stopping_each_point(step, base.student_updates, budget, num_seeds)
+
     def evaluate(runner):
         return jax.vmap(swept.evaluate)(runner, values)
 
@@ -313,6 +317,37 @@ def over_points(config, make_train: Callable, base, sweep: Sweep):
         placement=base.placement,
         one_seed=base.one_seed,
     )
+
+
+def stopped_entries(student_updates, budget: int, num_seeds: int, xp=np):
+    """bool[entries]: the entries whose point has reached --total-student-updates (every one of its seeds has), as a
+    run of that point alone stops (the driver checks before every chunk)."""
+    per_point = student_updates.reshape(-1, num_seeds)
+    reached = per_point.min(axis=1, keepdims=True) >= budget
+    return xp.broadcast_to(reached, per_point.shape).reshape(-1)
+
+
+def stopping_each_point(step: Callable, student_updates: Callable, budget: int, num_seeds: int) -> Callable:
+    """`step` where a point that has reached --total-student-updates keeps its state, and its metrics are those of a
+    chunk not run (NaN; finite), so each point stops where it would alone: the points of a Robust PLR or ACCEL sweep
+    reach the budget at different updates (a replay probability sets how many updates train the student), and the
+    run goes on until the last one has."""
+    from common.contract import FINITE_METRIC
+
+    def stepped(runner):
+        stopped = stopped_entries(student_updates(runner), budget, num_seeds, jnp)
+        next_runner, metrics = step(runner)
+
+        def kept(old, new):
+            return jnp.where(stopped.reshape(-1, *(1,) * (new.ndim - 1)), old, new)
+
+        def unrun(key, values):
+            fill = True if key == FINITE_METRIC else (jnp.nan if jnp.issubdtype(values.dtype, jnp.floating) else 0)
+            return kept(jnp.full_like(values, fill), values)
+
+        return jax.tree.map(kept, runner, next_runner), {key: unrun(key, value) for key, value in metrics.items()}
+
+    return stepped
 
 
 def run_functions(config, make_train: Callable, script: str):

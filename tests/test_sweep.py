@@ -7,6 +7,8 @@ the point whose value differs."""
 import csv
 import importlib
 import json
+import sys
+import types
 
 import jax
 import numpy as np
@@ -16,6 +18,7 @@ from algos import dr
 from common import devices, sweep
 from common.config import flags_of, parse_command_line, with_flags
 from common.errors import ConfigError, DoesNotFit
+from common.runs import WandbLogger
 from tests.states import assert_states_close, newest_state, run_script
 
 TINY = dict(
@@ -154,6 +157,62 @@ def test_a_resumed_sweep_equals_it_uninterrupted_and_evaluate_and_report_name_it
     summary = json.dumps(list(csv.DictReader(open(tmp_path / "report" / "summary.csv"))))
     assert "plr temperature=1 lr=0.0003" in summary and "plr temperature=0.3 lr=0.0001" in summary
     assert (tmp_path / "report" / "sweep.png").stat().st_size > 5_000
+
+
+def test_wandb_has_a_run_per_point_and_seed_holding_the_points_values(tmp_path, monkeypatch):
+    """--track in a sweep: each point's seed is its own wandb run whose config has the swept values; a chunk's rows
+    reach their own runs, also when a stopped point has none."""
+    made = []
+
+    class Run:
+        def __init__(self, **settings):
+            self.settings, self.logged = settings, []
+            made.append(self)
+
+        def log(self, row, step):
+            self.logged.append((step, row))
+
+    monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=lambda **settings: Run(**settings)))
+    _, config = config_of("dr", tmp_path, run_name="tracked", sweep=("lr=1e-4,3e-4",))
+    logger = WandbLogger(config, tmp_path / "tracked")
+    assert [run.settings["name"] for run in made] == [f"tracked-point{p}-seed{s}" for p in range(2) for s in range(2)]
+    assert [(run.settings["config"]["point"], run.settings["config"]["lr"]) for run in made] == [
+        (0, 1e-4),
+        (0, 1e-4),
+        (1, 3e-4),
+        (1, 3e-4),
+    ]
+    logger.log([{"point": 1, "seed": 0, "update": 4, "train/return": 0.5}, {"point": 1, "seed": 1, "update": 4}])
+    assert [len(run.logged) for run in made] == [0, 0, 1, 1]
+    assert made[2].logged == [(4, {"update": 4, "train/return": 0.5})]
+
+
+@pytest.mark.slow
+def test_each_point_stops_at_its_own_student_update_budget_as_it_would_alone(tmp_path):
+    """Robust PLR trains the student only on replay updates, so a replay probability sets when a point reaches
+    --total-student-updates: each point keeps its state from its own stop on (the run goes on for the other), logs
+    rows only while it trains, and ends as the same config run alone. Mutation checked by hand: without
+    `stopping_each_point` the low-probability point's state, logs and updates differ from its run alone."""
+    flags = dict(total_student_updates=3, total_updates=40, log_interval=1, checkpoint_interval=1)
+    module, swept = config_of("plr", tmp_path, run_name="swept", sweep=("replay_prob=0.2,0.9",), **flags)
+    run_script(module, swept)
+    with open(tmp_path / "swept" / "logs.csv") as handle:
+        swept_rows = list(csv.DictReader(handle))
+    final_updates = []
+    for point, value in enumerate((0.2, 0.9)):
+        _, alone = config_of("plr", tmp_path, run_name=f"alone{point}", replay_prob=value, **flags)
+        run_script(module, alone)
+        with open(tmp_path / f"alone{point}" / "logs.csv") as handle:
+            alone_rows = list(csv.DictReader(handle))
+        final_updates.append(int(alone_rows[-1]["update"]))
+        rows = [row for row in swept_rows if row["point"] == str(point)]
+        assert [(row["update"], row["seed"], row["student_updates"]) for row in rows] == [
+            (row["update"], row["seed"], row["student_updates"]) for row in alone_rows
+        ]
+        state = newest_state_of(swept, tmp_path / "swept")
+        ours = jax.tree.map(lambda leaf, point=point: leaf[point * 2 : point * 2 + 2], state)
+        assert_states_close(ours, newest_state(module, alone, tmp_path / f"alone{point}"), rtol=1e-4, atol=1e-5)
+    assert final_updates[0] > final_updates[1], "the points must stop at different updates for this to test anything"
 
 
 def newest_state_of(config, run_dir):

@@ -176,7 +176,7 @@ class Method:
     risk_setup: RiskSetup | None = None  # the same for every folder of every method (load_methods checks)
     without_risk: list[Path] = field(default_factory=list)  # folders with no risk evaluation
     not_evaluated: list[Path] = field(default_factory=list)  # folders with training curves only (no evaluation yet)
-    sweep_point: tuple | None = None  # (Sweep, point) for a point of a --sweep run
+    sweep_point: tuple | None = None  # (name the folder's points share, Sweep, point) for a point of a --sweep run
 
     @property
     def evaluated(self) -> bool:
@@ -363,7 +363,7 @@ def load_methods(runs: tuple, labels: tuple[str, ...] = ()) -> list[Method]:
         for member, point in members:
             method = methods.setdefault(member, Method(member))
             if point is not None:
-                method.sweep_point = (sweep, point)
+                method.sweep_point = (name, sweep, point)
             add_folder(method, folder, point, risk_files)
     maze_sets = {name: tuple(sorted(method.solve_rates)) for name, method in methods.items() if method.evaluated}
     if len(set(maze_sets.values())) > 1:
@@ -693,51 +693,56 @@ def evaluation_figures(out: Path, methods: list[Method], rows: list[dict], confi
     return written
 
 
-def sweep_figure(out: Path, methods: list[Method], confidence: float) -> tuple[Path, str] | None:
+def sweep_figure(out: Path, methods: list[Method], confidence: float) -> tuple[Path, list[str]] | None:
     """sweep.png: each point's held-out solve rate (per seed the mean over mazes; the mean over seeds with its
-    interval) against each swept value, one panel per swept name, the points that share the other names' values
-    joined; and the line naming the best point. None without an evaluated sweep (the first sweep's names decide)."""
+    interval) against each swept value, one panel per swept name, a line per script (or --label) and values of the
+    other names; and the notes: the best point, and the sweeps of other names left out. None without an evaluated
+    sweep (the first sweep's names decide)."""
     swept = [method for method in methods if method.evaluated and method.sweep_point is not None]
     if not swept:
         return None
-    names = swept[0].sweep_point[0].names
-    swept = [method for method in swept if method.sweep_point[0].names == names]
+    names = swept[0].sweep_point[1].names
+    left_out = sorted({method.sweep_point[0] for method in swept if method.sweep_point[1].names != names})
+    swept = [method for method in swept if method.sweep_point[1].names == names]
     results = []
     for method in swept:
-        sweep, point = method.sweep_point
+        base, sweep, point = method.sweep_point
         per_seed = np.mean([method.solve_rates[maze] for maze in sorted(method.solve_rates)], axis=0)
         mean, bounds = mean_and_interval(per_seed, confidence)
-        results.append((sweep.points[point], float(mean), bounds, len(per_seed)))
-    best = max(range(len(results)), key=lambda index: results[index][1])
+        results.append((base, sweep.points[point], float(mean), bounds, len(per_seed)))
+    best = max(range(len(results)), key=lambda index: results[index][2])
     figure, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
     for axis, name in zip(axes[0], names, strict=True):
         others = [other for other in names if other != name]
         groups = defaultdict(list)
-        for values, mean, bounds, _ in results:
-            groups[tuple(values[other] for other in others)].append((values[name], mean, bounds))
-        for key, entries in sorted(groups.items()):
-            entries.sort()
+        for base, values, mean, bounds, _ in results:
+            groups[(base, *(values[other] for other in others))].append((values[name], mean, bounds))
+        for (base, *key), entries in sorted(groups.items()):
+            entries.sort(key=lambda entry: entry[0])
             x = [value for value, _, _ in entries]
             y = [mean for _, mean, _ in entries]
             low = [mean - (bounds[0] if bounds else mean) for _, mean, bounds in entries]
             high = [(bounds[1] if bounds else mean) - mean for _, mean, bounds in entries]
-            label = " ".join(f"{other}={value:g}" for other, value in zip(others, key, strict=True)) or None
+            label = " ".join([base, *(f"{other}={value:g}" for other, value in zip(others, key, strict=True))])
             axis.errorbar(x, y, yerr=[low, high], marker="o", capsize=3, label=label)
-        swept_values = sorted({values[name] for values, *_ in results})
+        swept_values = sorted({values[name] for _, values, *_ in results})
         if min(swept_values) > 0 and max(swept_values) / min(swept_values) >= 10:
             axis.set_xscale("log")
             axis.minorticks_off()
         axis.set_xticks(swept_values, [f"{value:g}" for value in swept_values], fontsize=8)
         axis.set(xlabel=flag(name), ylabel="held-out solve rate (mean over mazes)", ylim=(0, 1))
-        if others:
-            axis.legend(fontsize=8)
-    point, mean, _, seeds = results[best]
+        axis.legend(fontsize=8)
+    base, point, mean, _, seeds = results[best]
     best_line = (
-        f"best point: {' '.join(f'{name}={point[name]:g}' for name in names)}, held-out solve rate {mean:.3f} "
-        f"(mean over mazes and {seeds} seeds)"
+        f"best point: {base} {' '.join(f'{name}={point[name]:g}' for name in names)}, held-out solve rate "
+        f"{mean:.3f} (mean over mazes and {seeds} seeds)"
     )
     figure.suptitle(fill(f"{best_line}; whiskers: {interval_policy(confidence)}", 110), fontsize=9)
-    return save(figure, out / "sweep.png"), best_line
+    notes = [best_line]
+    if left_out:
+        swept_names = " ".join(flag(name) for name in names)
+        notes.append(f"sweep.png: {', '.join(left_out)} swept other names than {swept_names}; left out")
+    return save(figure, out / "sweep.png"), notes
 
 
 def fill(text: str, width: int = 80) -> str:
@@ -817,7 +822,7 @@ def main(args: Args) -> None:
     drawn = sweep_figure(args.out, methods, args.confidence)
     if drawn is not None:
         written.append(drawn[0])
-        notes.append(drawn[1])
+        notes += drawn[1]
     for path in written:
         print(f"wrote {path}")
     for note in notes:

@@ -473,3 +473,51 @@ def test_runs_not_evaluated_yet_are_drawn_from_their_logs_and_named(tmp_path):
     assert "not written: summary.csv, summary.md, mazes.png, aggregates.png (no run folder has an evaluation yet)" in (
         alone.stdout
     )
+
+
+def sweep_folder(root: Path, name: str, script: str, spec: str, solve_rates: list[list[float]]) -> Path:
+    """A --sweep run folder of 2 seeds a point: `solve_rates[point]` per seed on every maze."""
+    folder = root / name
+    folder.mkdir(parents=True)
+    config = {"num_seeds": 2, "sweep": [spec], "sweep_zip": False}
+    (folder / "config.json").write_text(json.dumps({"script": script, "config": config}))
+    cells = [(point, seed) for point in range(len(solve_rates)) for seed in range(2)]
+    logs = [
+        {"point": p, "seed": s, "update": u, "env_steps": 64 * u, "train/return": 0.5}
+        for p, s in cells
+        for u in (5, 10)
+    ]
+    write_csv(folder / "logs.csv", logs)
+    evaluation = [
+        {
+            "maze": maze,
+            "point": p,
+            "seed": s,
+            "update": 10,
+            "episodes": 10,
+            "solve_rate": solve_rates[p][s],
+            "return": 0.5,
+        }
+        for maze in MAZES
+        for p, s in cells
+    ]
+    write_csv(folder / "eval" / "evaluate_00000010_20260101-000000.csv", evaluation)
+    return folder
+
+
+def test_the_sweep_figure_draws_a_line_per_script_and_names_the_best_points_script(tmp_path, monkeypatch, capsys):
+    """Two scripts sweeping one name are two lines, not one zig-zag through both, and the best point says whose it
+    is; a sweep of another name is left out and said so. Mutation checked by hand: grouped by the other names only,
+    the figure has one line and the best point no script."""
+    plr = sweep_folder(tmp_path, "plr_t", "algos/plr.py", "temperature=0.3,1", [[0.2, 0.4], [0.5, 0.7]])
+    accel = sweep_folder(tmp_path, "accel_t", "algos/accel.py", "temperature=0.3,1", [[0.8, 0.9], [0.6, 0.6]])
+    dr = sweep_folder(tmp_path, "dr_lr", "algos/dr.py", "lr=1e-4,3e-4", [[1.0, 1.0], [1.0, 1.0]])
+    saved = keep_figures(monkeypatch)
+    main(args_for(plr, accel, dr, out=tmp_path / "out", resamples=200))
+    (axis,) = saved["sweep.png"].axes
+    lines = {text.get_text(): line for text, line in zip(axis.get_legend().get_texts(), axis.containers, strict=True)}
+    assert set(lines) == {"plr", "accel"}
+    np.testing.assert_allclose(np.asarray(lines["accel"].lines[0].get_ydata(), float), [0.85, 0.6])
+    out = capsys.readouterr().out
+    assert "best point: accel temperature=0.3, held-out solve rate 0.850 (mean over mazes and 2 seeds)" in out
+    assert "sweep.png: dr swept other names than --temperature; left out" in out

@@ -127,16 +127,20 @@ def _unswept(config):
 
 
 def traces(config, make_train: Callable, names: tuple[str, ...]) -> bool:
-    """Whether a seed's init and step build with `names` traced: nothing of theirs decides a shape or a branch."""
+    """Whether every function of a seed (init, the refresh before a chunk, step, evaluate, levels) builds with
+    `names` traced: nothing of theirs decides a shape or a branch."""
     base = _unswept(config)
 
-    def step_of(values):
+    def program_of(values):
         functions = make_train(with_values(base, values)).one_seed
         runner = functions.init(jax.random.key(0))
-        return functions.step(runner)
+        if functions.before_step is not None:  # it takes one point's seeds
+            seeds = functions.before_step(jax.tree.map(lambda leaf: jnp.asarray(leaf)[None], runner))
+            runner = jax.tree.map(lambda leaf: leaf[0], seeds)
+        return functions.step(runner), functions.evaluate(runner), functions.levels(runner)
 
     try:
-        jax.eval_shape(step_of, {name: jnp.float32(1.0) for name in names})
+        jax.eval_shape(program_of, {name: jnp.float32(1.0) for name in names})
     except (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError, TypeError):
         return False
     return True

@@ -116,6 +116,25 @@ def test_a_point_equals_its_config_run_alone_and_a_shape_is_refused(name, tmp_pa
     assert not (tmp_path / "refused").exists()
 
 
+def test_a_name_that_decides_a_branch_in_any_function_is_refused(tmp_path):
+    """Not only init and step run with the traced values: evaluate, levels and the refresh before a chunk do too, and
+    a Python branch there, once found only after the folder was made, is refused up front."""
+    _, config = config_of("dr", tmp_path)
+
+    def branching(config):
+        functions = dr.make_train(config)
+        one_seed = functions.one_seed
+
+        def evaluate(runner):
+            if config.ppo.gamma > 0.5:
+                return one_seed.evaluate(runner)
+            return one_seed.evaluate(runner)
+
+        return functions._replace(one_seed=one_seed._replace(evaluate=evaluate))
+
+    assert sweep.traces(config, branching, ("lr",)) and not sweep.traces(config, branching, ("gamma",))
+
+
 def test_the_memory_check_counts_points_times_seeds(tmp_path, monkeypatch):
     """A host with room for the seeds' state but not for two points of them: the sweep is refused in one line
     before a folder is made; without the sweep the same state passes the check."""

@@ -361,7 +361,7 @@ def main(args: Args) -> None:
         returns = np.asarray(jax.jit(jax.vmap(lambda rng, p: evaluate_seed(rng, p).returns))(rngs, params))
         solve_rates, mean_returns = (returns > 0).mean(axis=1), returns.mean(axis=1)
         for entry in range(entries):
-            rows.append({**entry_fields(entry, sweep, num_seeds), "maze": name, "update": update,
+            rows.append({"maze": name, **entry_fields(entry, sweep, num_seeds), "update": update,
                          "episodes": args.episodes, "solve_rate": float(solve_rates[entry]),
                          "return": float(mean_returns[entry])})  # fmt: skip
         for point, label in point_labels(sweep):

@@ -21,11 +21,10 @@ FORCE_DEVICES = "--xla_force_host_platform_device_count={}"
 
 
 def env_with_devices(count: int | None) -> dict:
-    env = {**os.environ, "WANDB_MODE": "disabled"}
-    env.pop("XLA_FLAGS", None)
-    if count:
-        env["XLA_FLAGS"] = FORCE_DEVICES.format(count)
-    return env
+    """This process's environment with `count` forced CPU devices (None: XLA's own count); other XLA flags kept."""
+    kept = [flag for flag in os.environ.get("XLA_FLAGS", "").split() if not flag.startswith(FORCE_DEVICES.format(""))]
+    forced = [FORCE_DEVICES.format(count)] if count else []
+    return {**os.environ, "WANDB_MODE": "disabled", "XLA_FLAGS": " ".join(kept + forced)}
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,6 @@ next newest, as happens when evaluating a folder that is still training."""
 
 import csv
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from common import checkpoint
 from common.config import flags_of, with_flags
 from common.errors import ConfigError
 from common.evaluate import RISK_ALPHAS, Args, load_run
+from tests.test_devices import env_with_devices
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TINY = dict(
@@ -161,10 +161,10 @@ def test_a_run_saved_with_more_devices_than_here_loads(tmp_path, zero_run):
 def test_a_run_trained_on_two_devices_evaluates_on_one(tmp_path):
     """Trained with --num-devices 2 in a process that forces two host devices, evaluated in a plain process."""
     flags = [f"--{key.replace('_', '-')}={value}" for key, value in TINY.items()]
-    two_devices = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    two_devices = env_with_devices(2)
     command = [sys.executable, "algos/dr.py", "--runs-dir", str(tmp_path), "--run-name", "two", "--num-devices", "2"]
     subprocess.run(command + flags, cwd=REPO_ROOT, env=two_devices, check=True, capture_output=True)
-    one_device = {key: value for key, value in os.environ.items() if key != "XLA_FLAGS"}
+    one_device = env_with_devices(None)
     command = [sys.executable, "-m", "common.evaluate", "--run-dir", str(tmp_path / "two"), "--mazes", "SixteenRooms"]
     result = subprocess.run(
         command + ["--episodes", "2"], cwd=REPO_ROOT, env=one_device, capture_output=True, text=True

@@ -89,7 +89,8 @@ def check_fits(needed_per_device: float, what: str, placement: "Placement") -> N
     if needed_per_device > available:
         raise DoesNotFit(
             f"{what} takes {needed_per_device / 2**30:,.1f} GiB per device, more than the {available / 2**30:,.1f} "
-            f"GiB {where}: lower --num-envs, --num-steps, --lstm-size or --num-seeds (or use more devices)"
+            f"GiB {where}: lower --num-envs, --num-steps, --lstm-size, --buffer-size (replay methods) or --num-seeds "
+            "(or use more devices)"
         )
 
 

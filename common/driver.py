@@ -131,25 +131,30 @@ def train(
             record_config(run_dir, config, script)
         print(f"resumed {run_dir} at update {update}", file=sys.stderr)
     else:
-        runner, update = init(rngs), 0
-    runner = placement.place(runner)
+        runner, update = None, 0  # made once its programs are known to fit: the state may be most of the memory
     with errors_as_one_line(run_dir, checkpoints):
-        if placement.agree(bool(stop_signal.requested)):  # stopped before the compile: skip it
+        # Every program is compiled from the state's shapes, so its memory is checked before a new run's state exists.
+        runner_shapes = jax.eval_shape(init, rngs)
+        if runner is None:
+            make_state = init.lower(rngs).compile()
+            check_compiled_fits("initial state", make_state, placement)
+        if placement.agree(bool(stop_signal.requested)):  # stopped before the chunk's compile: skip it
             if not settings.resume:
-                placement.save(checkpoints, runner, update)
+                placement.save(checkpoints, placement.place(make_state(rngs)), update)
             stop_signal.stopped_run = True
             if writer:
                 reason = f"stopped by {stop_signal.requested or 'process 0'}"
                 print(f"{reason} before compiling; {run_dir} at update {update}", file=sys.stderr)
             return run_dir
         print(f"compiling: a chunk of {settings.log_interval} updates, evaluation and pictures...", file=sys.stderr)
-        step_chunk = compile_timed("training chunk", placement.jit(functions.step, donate=True), runner)
+        step_chunk = compile_timed("training chunk", placement.jit(functions.step, donate=True), runner_shapes)
         check_compiled_fits("training chunk", step_chunk, placement)
         evaluate, eval_keys = None, []
         if settings.eval_interval:
-            evaluate = compile_timed("evaluation", placement.jit(functions.evaluate), runner)
+            evaluate = compile_timed("evaluation", placement.jit(functions.evaluate), runner_shapes)
             check_compiled_fits("evaluation", evaluate, placement)
             eval_keys = list(evaluate.out_info)
+        runner = placement.place(make_state(rngs) if runner is None else runner)
         training_levels = placement.jit(functions.levels)
         metric_keys = [key for key in step_chunk.out_info[1] if key != FINITE_METRIC]
         headline = (*headline, *(key for key in eval_keys if "solve_rate" in key))

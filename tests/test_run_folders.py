@@ -20,9 +20,9 @@ import jax
 import pytest
 
 from algos import accel, accel_parallel, dr, paired, plr, plr_parallel, sfl
-from common import checkpoint, devices, runs
+from common import checkpoint, devices, driver, runs
 from common.config import log_intervals_resuming_at, parse_command_line, with_flags
-from common.errors import ConfigError
+from common.errors import ConfigError, DoesNotFit
 from tests.states import assert_states_close, newest_state, run_script
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -643,6 +643,32 @@ def test_a_state_too_large_for_memory_is_one_line_before_anything_is_made(tmp_pa
     result = cli("--runs-dir", str(tmp_path), "--run-name", "huge", "--lstm-size", "200000")
     one_line_error(result, "the training state alone takes", "GiB of this host's memory", "--lstm-size")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_programs_too_large_for_memory_are_refused_before_the_state_is_made(tmp_path, monkeypatch):
+    """A host with room for ACCEL's state alone and no more (the fault trial's --buffer-size 100000000 took 19.9 GiB of
+    23): the new run's state used to be made before its programs were checked, so the process grew past the host's
+    memory before the one-line refusal could come. Now every program is compiled from the state's shapes and checked
+    first: the refusal comes, the state was never made and no folder is left. Fails with the state made before the
+    compile (driver.train's old order)."""
+    made = []
+
+    def watched_make_train(config):
+        functions = accel.make_train(config)
+
+        def init(rngs):
+            jax.debug.callback(lambda: made.append(True))  # runs when the state is made, not when it is traced
+            return functions.init(rngs)
+
+        return functions._replace(init=init)
+
+    config = with_flags(accel.Config(), **TINY, runs_dir=str(tmp_path), run_name="big", buffer_size=4000)
+    state = jax.eval_shape(accel.make_train(config).init, jax.random.split(jax.random.key(0), config.run.num_seeds))
+    state_bytes = sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(state))
+    monkeypatch.setattr(devices, "memory_per_device", lambda placement: (state_bytes, "of this test's host"))
+    with pytest.raises(DoesNotFit, match="the compiled initial state takes .* of this test's host"):
+        driver.run(config, watched_make_train, "algos/accel.py", accel.HEADLINE_METRICS)
+    assert made == [] and list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.slow

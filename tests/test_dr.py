@@ -1,5 +1,5 @@
-"""algos/dr.py: smoke, seed independence, chunked == one-shot, exact resume (also after kill -9), bad
-input, --help. Tiny configs; the jitted functions are shared per module to keep CPU compiles few."""
+"""algos/dr.py: smoke, seed independence, exact resume (also after kill -9), bad input, --help (chunked == one-shot:
+tests/test_contract.py). Tiny configs; the jitted functions are shared per module to keep CPU compiles few."""
 
 import csv
 import hashlib
@@ -146,25 +146,6 @@ def test_every_env_plays_fresh_levels_of_its_own(tmp_path, monkeypatch):
     flat = [leaf.reshape(*shape, -1) for leaf in jax.tree.leaves(levels)]
     keys = {np.concatenate([leaf[index] for leaf in flat]).tobytes() for index in np.ndindex(shape)}
     assert len(keys) == np.prod(shape), "a level is played by two envs or in two updates"
-
-
-@pytest.mark.slow
-def test_chunked_driving_equals_one_shot_train(tiny):
-    config, functions, init, step_chunk = tiny
-    keys = seed_keys(config)
-    runner_one_shot, (metrics_one_shot, eval_one_shot) = jax.jit(functions.train)(keys)
-    runner = init(keys)
-    chunks, evals = [], []
-    evaluate = jax.jit(functions.evaluate)
-    for _ in range(config.run.total_updates // config.run.log_interval):
-        runner, metrics = step_chunk(runner)
-        chunks.append(metrics)
-        evals.append(evaluate(runner))
-    assert_trees_equal(runner_one_shot.train_state.params, runner.train_state.params)
-    # One-shot metrics are [chunks, seeds, updates]; eval metrics [evaluations, seeds].
-    np.testing.assert_array_equal(metrics_one_shot["ppo/loss"], np.stack([c["ppo/loss"] for c in chunks]))
-    one_shot_eval = eval_one_shot["eval/return/SixteenRooms"]
-    np.testing.assert_array_equal(one_shot_eval, np.stack([e["eval/return/SixteenRooms"] for e in evals]))
 
 
 @pytest.fixture(scope="module")

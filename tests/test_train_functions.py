@@ -1,11 +1,12 @@
-"""For every method besides DR (tests/test_dr.py has its own): driving `make_train`'s functions chunk by chunk, as
-the shared driver does, equals the pure one-shot `train` bitwise, evaluations included."""
+"""For every method besides DR and Robust PLR (tests/test_contract.py drives those two the same way, with their
+stopping rules): driving `make_train`'s functions chunk by chunk, as the shared driver does, equals the pure one-shot
+`train` bitwise, evaluations included."""
 
 import jax
 import numpy as np
 import pytest
 
-from algos import accel, accel_parallel, paired, plr, plr_parallel, sfl
+from algos import accel, accel_parallel, paired, plr_parallel, sfl
 from common.config import with_flags
 from tests.states import assert_states_close
 
@@ -26,7 +27,6 @@ TINY = dict(
     screenshot_interval=0,
 )
 EXTRA = {
-    plr: dict(buffer_size=4),
     accel: dict(buffer_size=4),
     plr_parallel: dict(buffer_size=6),
     accel_parallel: dict(buffer_size=8),

@@ -35,8 +35,13 @@ TINY = dict(
 )
 
 
-def train_chunks(module, num_chunks=2, **overrides):
-    """Drive `num_chunks` chunks as main() does; returns (placement, runner state on the host, metrics)."""
+UNWATCHED = dict(eval_interval=0, screenshot_interval=0)
+"""For runs whose state is what a test compares: no evaluation or pictures to compile."""
+
+
+def train_chunks(module, num_chunks=2, evaluated=False, **overrides):
+    """Drive `num_chunks` chunks as main() does; returns (placement, runner state, metrics, the held-out evaluation
+    when `evaluated`, else None)."""
     config = with_flags(module.Config(), **{**TINY, **overrides})
     functions = module.make_train(config)
     placement = make_placement(config.run, config.ppo.num_envs)
@@ -46,16 +51,16 @@ def train_chunks(module, num_chunks=2, **overrides):
     for _ in range(num_chunks):
         runner, chunk_metrics = step(runner)
         metrics.append(placement.to_host(chunk_metrics))
-    evaluation = placement.to_host(placement.jit(functions.evaluate)(runner))
+    evaluation = placement.to_host(placement.jit(functions.evaluate)(runner)) if evaluated else None
     return placement, runner, metrics, evaluation
 
 
 def test_seed_sharding_matches_one_device():
-    placement, runner, metrics, evaluation = train_chunks(dr, num_seeds=4, num_devices=4)
+    placement, runner, metrics, evaluation = train_chunks(dr, evaluated=True, num_seeds=4, num_devices=4)
     assert placement.num_devices == 4 and not placement.shard_envs
     params = jax.tree.leaves(runner.train_state.params)[0]
     assert len(params.sharding.device_set) == 4 and params.addressable_shards[0].data.shape[0] == 1
-    _, single, single_metrics, single_evaluation = train_chunks(dr, num_seeds=4, num_devices=1)
+    _, single, single_metrics, single_evaluation = train_chunks(dr, evaluated=True, num_seeds=4, num_devices=1)
     assert_states_close(jax.device_get(runner), jax.device_get(single), rtol=1e-5, atol=1e-6)
     assert_states_close(metrics, single_metrics, rtol=1e-4, atol=1e-5)
     assert evaluation.keys() == single_evaluation.keys()
@@ -98,7 +103,7 @@ def test_a_sweep_takes_one_device_when_none_is_given_and_is_evaluated_there(tmp_
 
 def test_checkpoint_resumes_on_another_device_count(tmp_path):
     run = lambda **flags: run_script(
-        dr, with_flags(dr.Config(), **{**TINY, "num_seeds": 4, "runs_dir": str(tmp_path), **flags})
+        dr, with_flags(dr.Config(), **{**TINY, **UNWATCHED, "num_seeds": 4, "runs_dir": str(tmp_path), **flags})
     )  # noqa: E731
     run(run_name="straight", num_devices=1, total_updates=6)
     run(run_name="moved", num_devices=4, total_updates=2)

@@ -135,8 +135,9 @@ def train(
     with errors_as_one_line(run_dir, checkpoints):
         # Every program is compiled from the state's shapes, so its memory is checked before a new run's state exists.
         runner_shapes = jax.eval_shape(init, rngs)
-        if runner is None:
-            make_state = init.lower(rngs).compile()
+        make_state = None if runner is not None else init.lower(rngs).compile()
+        # On a mesh the state is split once made, and its share per device is what check_state_fits counted.
+        if make_state is not None and placement.mesh is None:
             check_compiled_fits("initial state", make_state, placement)
         if placement.agree(bool(stop_signal.requested)):  # stopped before the chunk's compile: skip it
             if not settings.resume:

@@ -649,8 +649,8 @@ def test_programs_too_large_for_memory_are_refused_before_the_state_is_made(tmp_
     """A host with room for ACCEL's state alone and no more (the fault trial's --buffer-size 100000000 took 19.9 GiB of
     23): the new run's state used to be made before its programs were checked, so the process grew past the host's
     memory before the one-line refusal could come. Now every program is compiled from the state's shapes and checked
-    first: the refusal comes, the state was never made and no folder is left. Fails with the state made before the
-    compile (driver.train's old order)."""
+    first: the refusal comes, the state was never made and no folder is left, whichever program does not fit. Fails
+    with the state made before the compile (driver.train's old order)."""
     made = []
 
     def watched_make_train(config):
@@ -663,12 +663,17 @@ def test_programs_too_large_for_memory_are_refused_before_the_state_is_made(tmp_
         return functions._replace(init=init)
 
     config = with_flags(accel.Config(), **TINY, runs_dir=str(tmp_path), run_name="big", buffer_size=4000)
-    state = jax.eval_shape(accel.make_train(config).init, jax.random.split(jax.random.key(0), config.run.num_seeds))
+    rngs = jax.random.split(jax.random.key(0), config.run.num_seeds)
+    state = jax.eval_shape(accel.make_train(config).init, rngs)
     state_bytes = sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(state))
-    monkeypatch.setattr(devices, "memory_per_device", lambda placement: (state_bytes, "of this test's host"))
-    with pytest.raises(DoesNotFit, match="the compiled initial state takes .* of this test's host"):
-        driver.run(config, watched_make_train, "algos/accel.py", accel.HEADLINE_METRICS)
-    assert made == [] and list(tmp_path.iterdir()) == []
+    making = jax.jit(accel.make_train(config).init).lower(rngs).compile().memory_analysis()
+    making_bytes = making.argument_size_in_bytes + making.output_size_in_bytes + making.temp_size_in_bytes
+    # Room for the state alone (its program is refused), then for making it but not for a chunk of training.
+    for available, refused in ((state_bytes, "initial state"), (making_bytes, "training chunk")):
+        monkeypatch.setattr(devices, "memory_per_device", lambda _, room=available: (room, "of this test's host"))
+        with pytest.raises(DoesNotFit, match=f"the compiled {refused} takes .* of this test's host"):
+            driver.run(config, watched_make_train, "algos/accel.py", accel.HEADLINE_METRICS)
+        assert made == [] and list(tmp_path.iterdir()) == [], refused
 
 
 @pytest.mark.slow

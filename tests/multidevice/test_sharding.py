@@ -69,8 +69,12 @@ def test_seed_sharding_matches_one_device():
 
 @pytest.mark.parametrize("module", [dr, accel_parallel], ids=["dr", "accel_parallel"])
 def test_env_sharding_matches_one_device(module):
-    placement, runner, metrics, _ = train_chunks(module, num_seeds=2, num_devices=4, shard_envs=True)
+    placement, runner, metrics, evaluation = train_chunks(
+        module, evaluated=module is dr, num_seeds=2, num_devices=4, shard_envs=True
+    )
     assert placement.shard_envs and placement.num_devices == 4
+    if module is dr:  # evaluated with the state replicated and the envs split
+        assert all(np.isfinite(values).all() and values.shape == (2,) for values in evaluation.values())
     _, single, single_metrics, _ = train_chunks(module, num_seeds=2, num_devices=1)
     assert int(jax.device_get(runner.update)[0]) == 4
     assert_states_close(runner.train_state.params, single.train_state.params, rtol=1e-4, atol=1e-5)

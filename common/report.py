@@ -737,7 +737,8 @@ def sweep_figure(out: Path, methods: list[Method], confidence: float) -> tuple[P
         f"best point: {base} {' '.join(f'{name}={point[name]:g}' for name in names)}, held-out solve rate "
         f"{mean:.3f} (mean over mazes and {seeds} seeds)"
     )
-    figure.suptitle(fill(f"{best_line}; whiskers: {interval_policy(confidence)}", 110), fontsize=9)
+    # About 70 characters of 9-point text fit across a 5-inch panel.
+    figure.suptitle(fill(f"{best_line}; whiskers: {interval_policy(confidence)}", 70 * len(names)), fontsize=9)
     notes = [best_line]
     if left_out:
         swept_names = " ".join(flag(name) for name in names)

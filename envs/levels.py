@@ -96,30 +96,58 @@ def wall_count(level: Level) -> jax.Array:
     return jnp.sum(level.wall_map, dtype=jnp.int32)
 
 
-def _search_iterations(limit: int, unroll: int = 8):
-    """`fori_loop` over `limit` breadth-first layers, `unroll` per loop iteration: a fixed trip count, so a GPU
-    never waits on the host to decide whether to go on (a `while_loop` stopped when nothing changes would)."""
-    return lambda body, init: jax.lax.fori_loop(0, limit, lambda _, carry: body(carry), init, unroll=unroll)
+def _layers_before(found, expand, start: jax.Array, limit: int) -> tuple[jax.Array, jax.Array]:
+    """Breadth-first search from `start`, `limit` layers of `expand` at most: (the states reached, how many layers
+    were grown before `found(reached)` first held, which stays true once it does; that count is only read when the
+    goal is found, and then equals the fixed search's count).
+
+    On a GPU, all `limit` layers: a `fori_loop` whose trip count XLA knows (a loop that decides on the device
+    whether to go on makes the host wait for that answer at every layer). On a CPU, that decision costs nothing and
+    the bound (H x W layers and more) is many times the layers a search needs, so there it stops at the first layer
+    where the goal is found or nothing new is reached: whether the goal is found, and in how many layers, is then
+    final, the same as after all `limit` layers (the states reached may be fewer; nothing else is read from them)."""
+
+    def all_layers(start):
+        def layer(_, carry):
+            reached, before = carry
+            return expand(reached), before + ~found(reached)
+
+        return jax.lax.fori_loop(0, limit, layer, (start, jnp.int32(0)), unroll=8)
+
+    def until_settled(start):
+        # Stopped at the first state where `found` holds, every layer it grew came before: their count is the answer.
+        def unsettled(state):
+            grown, reached, changed = state
+            return (grown < limit) & changed & ~found(reached)
+
+        def grow(state):
+            grown, reached, _ = state
+            after = expand(reached)
+            return grown + 1, after, jnp.any(after != reached)
+
+        grown, reached, _ = jax.lax.while_loop(unsettled, grow, (jnp.int32(0), start, jnp.bool_(True)))
+        return reached, grown
+
+    return jax.lax.platform_dependent(start, cpu=until_settled, default=all_layers)
 
 
 def shortest_path_length(level: Level) -> jax.Array:
     """Grid moves from agent to goal around walls (turns not counted), or -1 when unreachable.
 
-    Breadth-first search as H x W - 1 layers of 4-neighbour growth of the reached cells (no path in an H x W
-    maze is longer), counting the layers before the goal is reached: O(H^2 W^2) work, a fixed amount."""
+    Breadth-first search of up to H x W - 1 layers of 4-neighbour growth of the reached cells (no path in an H x W
+    maze is longer), counting the layers before the goal is reached: on a GPU all of them, O(H^2 W^2) work, a
+    fixed amount (`_layers_before`)."""
     height, width = level.wall_map.shape
     free = ~level.wall_map
     goal_x, goal_y = level.goal_pos[0], level.goal_pos[1]
     start = jnp.zeros((height, width), bool).at[level.agent_pos[1], level.agent_pos[0]].set(True)
 
-    def grow(carry):
-        reached, layers_before_goal = carry
-        layers_before_goal = layers_before_goal + ~reached[goal_y, goal_x]
+    def grow(reached):
         padded = jnp.pad(reached, 1)
         neighbours = padded[:-2, 1:-1] | padded[2:, 1:-1] | padded[1:-1, :-2] | padded[1:-1, 2:]
-        return reached | (neighbours & free), layers_before_goal
+        return reached | (neighbours & free)
 
-    reached, steps = _search_iterations(height * width - 1)(grow, (start, jnp.int32(0)))
+    reached, steps = _layers_before(lambda reached: reached[goal_y, goal_x], grow, start, height * width - 1)
     return jnp.where(reached[goal_y, goal_x], steps, -1)
 
 
@@ -130,8 +158,8 @@ def optimal_steps(level: Level, limit: int | None = None) -> jax.Array:
 
     Breadth-first search over (direction, y, x) states: a turn keeps the cell and a forward step moves one cell
     along the facing direction onto a free cell other than the goal. A shortest way never enters a cell twice
-    and turns at most twice in a cell, so it takes at most 3 H W steps: that many layers (or `limit`), a fixed
-    amount of work."""
+    and turns at most twice in a cell, so it takes at most 3 H W steps: that many layers (or `limit`), all of them
+    on a GPU, a fixed amount of work (`_layers_before`)."""
     height, width = level.wall_map.shape
     bound = 3 * height * width if limit is None else min(limit, 3 * height * width)
     goal_x, goal_y = level.goal_pos[0], level.goal_pos[1]
@@ -149,13 +177,11 @@ def optimal_steps(level: Level, limit: int | None = None) -> jax.Array:
         """A reached state faces the goal from the cell next to it: one forward step ends the episode."""
         return from_behind(reached)[:, goal_y, goal_x].any()
 
-    def grow(carry):
-        reached, layers_before_goal = carry
-        layers_before_goal = layers_before_goal + ~enters_goal(reached)
+    def grow(reached):
         turned = jnp.roll(reached, 1, axis=0) | jnp.roll(reached, -1, axis=0)
-        return reached | turned | (from_behind(reached) & open_cells), layers_before_goal
+        return reached | turned | (from_behind(reached) & open_cells)
 
-    reached, layers = _search_iterations(bound)(grow, (start, jnp.int32(0)))
+    reached, layers = _layers_before(enters_goal, grow, start, bound)
     # `bound` layers of growth; the forward step into the goal adds one, so a way needing bound + 1 steps is out.
     return jnp.where(enters_goal(reached) & (layers < bound), layers + 1, -1)
 

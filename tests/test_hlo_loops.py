@@ -2,16 +2,21 @@
 know copies its condition to the host and waits for the device at every iteration, and so does a `conditional`.
 Every script's training chunk and evaluation, compiled on the CPU at tiny sizes, may hold only loops of known trip
 count, and conditionals only at the level of one update (inside the chunk's loop over updates, no deeper), like the
-one-seed PPO skip of the replay scripts."""
+one-seed PPO skip of the replay scripts. The programs are lowered for the `cuda` platform, so that code which picks
+its form by platform (`jax.lax.platform_dependent`: the level searches stop early on a CPU) is read in the form a GPU
+runs, and compiled by the CPU's XLA."""
 
+import functools
 import importlib
 import re
 
 import jax
+import numpy as np
 import pytest
 
 from common.config import with_flags
 from common.sweep import run_functions
+from envs.levels import optimal_steps, sample_dr_level, shortest_path_length
 from tests.test_cuda_lowering import SCRIPT_FLAGS, TINY
 
 COMPUTATION = re.compile(r"^(?:ENTRY )?%(\S+) ")
@@ -53,8 +58,13 @@ def loops_and_conditionals(hlo_text: str) -> tuple[list[str], list[tuple[str, in
     return unknown, conditionals
 
 
+def gpu_program(function, *args):
+    """`function` jitted in the form a GPU gets, compiled for this machine's CPU."""
+    return jax.jit(function).trace(*args).lower(lowering_platforms=("cuda",)).compile()
+
+
 def compiled_text(function, *args) -> str:
-    return jax.jit(function).lower(*args).compile().as_text()
+    return gpu_program(function, *args).as_text()
 
 
 def test_the_reader_finds_data_dependent_loops_and_nested_conditionals():
@@ -71,6 +81,26 @@ def test_the_reader_finds_data_dependent_loops_and_nested_conditionals():
     assert len(unknown) == 1
     unknown, conditionals = loops_and_conditionals(compiled_text(nested_cond, 0.3))
     assert unknown == [] and [depth for _, depth in conditionals] == [2]
+
+
+@pytest.mark.parametrize(("size", "walls"), [(7, 20), (13, 60), (25, 250)])
+def test_the_searches_run_every_layer_on_a_gpu_and_stop_early_on_a_cpu_with_the_same_results(size, walls):
+    """The searches' GPU form, a fixed number of layers, and their CPU form, which stops at the goal or when nothing
+    new is reached, agree on random levels (unreachable goals and the step limit's cut among them); and each
+    platform gets its form. Fails with either form everywhere, or with a CPU form that stops one layer early."""
+    levels = jax.vmap(lambda rng: sample_dr_level(rng, size, size, walls))(jax.random.split(jax.random.key(3), 200))
+    searches = {
+        "shortest path": jax.vmap(shortest_path_length),
+        "optimal steps": jax.vmap(optimal_steps),
+        "optimal steps within 2 x size": jax.vmap(functools.partial(optimal_steps, limit=2 * size)),
+    }
+    for name, search in searches.items():
+        on_cpu = jax.jit(search)(levels)
+        np.testing.assert_array_equal(on_cpu, gpu_program(search, levels)(levels), err_msg=name)
+        assert (on_cpu == -1).any() and (on_cpu > size).any(), name
+        assert loops_and_conditionals(compiled_text(search, levels))[0] == [], name
+        cpu_text = jax.jit(search).lower(levels).compile().as_text()
+        assert len(loops_and_conditionals(cpu_text)[0]) == 1, name
 
 
 SWEPT = ("dr", "plr", "sfl")

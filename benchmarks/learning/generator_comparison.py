@@ -119,14 +119,20 @@ def level_statistics(levels: dict) -> dict:
 
 
 def homogeneity_p(a: np.ndarray, b: np.ndarray) -> float:
-    """Chi-square test that two samples of an integer statistic come from one distribution: p-value. Values seen
-    fewer than `MIN_BIN` times in both samples together share one bin; one bin in all means nothing differs."""
-    values, counts_a = np.unique(a, return_counts=True)
-    table = {value: [count, 0] for value, count in zip(values.tolist(), counts_a.tolist(), strict=True)}
-    for value, count in zip(*(x.tolist() for x in np.unique(b, return_counts=True)), strict=True):
-        table.setdefault(value, [0, 0])[1] = count
-    kept = [counts for counts in table.values() if sum(counts) >= MIN_BIN]
-    rare = [sum(counts[side] for counts in table.values() if sum(counts) < MIN_BIN) for side in (0, 1)]
+    """Chi-square test that two samples of an integer statistic come from one distribution: p-value (see
+    `counts_homogeneity_p`)."""
+    table = {}
+    for side, sample in enumerate((a, b)):
+        for value, count in zip(*(x.tolist() for x in np.unique(sample, return_counts=True)), strict=True):
+            table.setdefault(value, [0, 0])[side] = count
+    return counts_homogeneity_p(list(table.values()))
+
+
+def counts_homogeneity_p(table: list[list[int]]) -> float:
+    """Chi-square test of homogeneity of two histograms, given as one [count in a, count in b] per value: p-value.
+    Values seen fewer than `MIN_BIN` times in both together share one bin; one bin in all means nothing differs."""
+    kept = [counts for counts in table if sum(counts) >= MIN_BIN]
+    rare = [sum(counts[side] for counts in table if sum(counts) < MIN_BIN) for side in (0, 1)]
     rows = kept + ([rare] if sum(rare) else [])
     if len(rows) < 2:
         return 1.0

@@ -73,6 +73,30 @@ def test_side_by_side_speedup_is_ours_per_seed_over_minimax(fake_minimax_venv):
 
 
 @pytest.mark.slow
+def test_bench_search_times_each_version_on_the_same_levels_and_compares_their_answers():
+    """HEAD's envs/levels.py and the file as it is, side by side: a row per search, size and version, each with its
+    answers checked against the first version's."""
+    stdout = run_script(
+        "benchmarks/speed/bench_search.py",
+        "--revisions",
+        "HEAD",
+        "worktree",
+        "--sizes",
+        "5",
+        "--levels",
+        "4",
+        "--repeats",
+        "1",
+    ).stdout
+    results = json_lines(stdout)
+    assert [(r["search"], r["revision"]) for r in results] == [
+        (search, revision) for search in ("shortest_path_length", "optimal_steps") for revision in ("HEAD", "worktree")
+    ]
+    assert all(r["same_answers_as_first"] and r["call_s"] > 0 and r["limit"] == 37 for r in results)
+    assert "| optimal_steps | 5 |" in stdout
+
+
+@pytest.mark.slow
 def test_bench_env_reports_throughput():
     stdout = run_script(
         "benchmarks/speed/bench_env.py", "--num-envs", "4", "8", "--num-steps", "8", "--repeats", "1"

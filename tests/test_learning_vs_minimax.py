@@ -444,8 +444,8 @@ def test_a_report_needs_the_training_logs(monkeypatch, tmp_path):
 
 
 def test_seed_sets_pool_into_one_table_and_only_of_one_experiment(tmp_path):
-    """Two folders of one experiment with other seed sets: every checkpoint over both folders' seeds, and the
-    held-out mean over checkpoints per seed; folders of another experiment, with seeds in common or evaluated
+    """Two folders of one experiment with other seed sets (of any sizes): every checkpoint over both folders' seeds,
+    and the held-out mean over checkpoints per seed; folders of another experiment, with seeds in common or evaluated
     otherwise are refused."""
     experiment = {"seeds": 2, "rollouts": 20, "maze_size": 7}
     rates = {0: {"cleanued": [0.1, 0.2], "minimax": [0.5, 0.6]}, 12: {"cleanued": [0.3, 0.4], "minimax": [0.7, 0.8]}}
@@ -474,8 +474,14 @@ def test_seed_sets_pool_into_one_table_and_only_of_one_experiment(tmp_path):
     heldout = next(line for line in table.splitlines() if "mean over checkpoints 10-20" in line)
     assert "| 0.300 [" in heldout and "| 0.700 [" in heldout  # (rate + rate + 0.1) / 2 per seed, then the mean
     (folders[1] / "experiment.json").write_text(json.dumps(experiment | {"first_seed": 1}))
-    with pytest.raises(ConfigError, match=r"seed sets overlap \(first seeds \[0, 1\], 2 seeds each\)"):
+    with pytest.raises(ConfigError, match=r"seed sets overlap \(seeds 0-1, 1-2\)"):
         pool_seed_sets.pooled_table(pool_seed_sets.Args(folders=tuple(folders)))
+    (folders[1] / "experiment.json").write_text(json.dumps(experiment | {"first_seed": 2, "seeds": 24}))
+    assert "| 4/4 |" in pool_seed_sets.pooled_table(pool_seed_sets.Args(folders=tuple(folders)))  # sets of any size
+    (folders[0] / "experiment.json").write_text(json.dumps(experiment | {"seeds": 3}))
+    with pytest.raises(ConfigError, match=r"seed sets overlap \(seeds 0-2, 2-25\)"):
+        pool_seed_sets.pooled_table(pool_seed_sets.Args(folders=tuple(folders)))
+    (folders[0] / "experiment.json").write_text(json.dumps(experiment))
     (folders[1] / "experiment.json").write_text(json.dumps(experiment | {"first_seed": 12}))
     evaluations = folders[1] / "evaluations.jsonl"
     evaluations.write_text(evaluations.read_text().replace('"episodes": 200', '"episodes": 100'))

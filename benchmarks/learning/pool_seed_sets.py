@@ -53,8 +53,8 @@ class Args:
 
 
 def check_one_experiment(folders: tuple[Path, ...]) -> None:
-    """Refuse folders unless every setting but the seed set is the same and no seed is in two of them (minimax's
-    --seed ranges S+1..S+N must not overlap)."""
+    """Refuse folders unless every setting but the seed set (first seed and number of seeds) is the same and no
+    seed is in two of them (minimax's --seed ranges S+1..S+N must not overlap)."""
     if len(folders) < 2:
         raise ConfigError("give at least two folders to pool")
     experiments = []
@@ -63,18 +63,15 @@ def check_one_experiment(folders: tuple[Path, ...]) -> None:
         if not path.is_file():
             raise ConfigError(f"{folder} has no experiment.json: not an output folder of learning_vs_minimax.py")
         experiments.append(json.loads(path.read_text()))
-    first_seeds = [experiment.pop("first_seed", 0) for experiment in experiments]
+    seed_sets = sorted((experiment.pop("first_seed", 0), experiment.pop("seeds")) for experiment in experiments)
     for folder, experiment in zip(folders[1:], experiments[1:], strict=True):
         keys = experiments[0].keys() | experiment.keys()
         differing = sorted(key for key in keys if experiments[0].get(key) != experiment.get(key))
         if differing:
             raise ConfigError(f"{folder} is another experiment than {folders[0]} ({', '.join(differing)} differ)")
-    seeds = experiments[0]["seeds"]
-    ordered = sorted(first_seeds)
-    if any(later - earlier < seeds for earlier, later in zip(ordered, ordered[1:], strict=False)):
-        raise ConfigError(
-            f"the folders' seed sets overlap (first seeds {first_seeds}, {seeds} seeds each): a seed would count twice"
-        )
+    if any(first + seeds > later for (first, seeds), (later, _) in zip(seed_sets, seed_sets[1:], strict=False)):
+        ranges = ", ".join(f"{first}-{first + seeds - 1}" for first, seeds in seed_sets)
+        raise ConfigError(f"the folders' seed sets overlap (seeds {ranges}): a seed would count twice")
 
 
 def pooled_values(folders: tuple[Path, ...], method: str) -> dict:

@@ -173,9 +173,14 @@ def optimal_steps(level: Level, limit: int | None = None) -> jax.Array:
             [padded[d, 1 - dy : 1 - dy + height, 1 - dx : 1 - dx + width] for d, (dx, dy) in enumerate(DIR_TO_VEC)]
         )
 
+    # The state facing the goal from the cell behind it, per direction (outside the maze for some).
+    behind_x, behind_y = goal_x - jnp.asarray(DIR_TO_VEC)[:, 0], goal_y - jnp.asarray(DIR_TO_VEC)[:, 1]
+    inside = (behind_x >= 0) & (behind_x < width) & (behind_y >= 0) & (behind_y < height)
+    facing_goal = (jnp.arange(4), jnp.clip(behind_y, 0, height - 1), jnp.clip(behind_x, 0, width - 1))
+
     def enters_goal(reached):
         """A reached state faces the goal from the cell next to it: one forward step ends the episode."""
-        return from_behind(reached)[:, goal_y, goal_x].any()
+        return (reached[facing_goal] & inside).any()
 
     def grow(reached):
         turned = jnp.roll(reached, 1, axis=0) | jnp.roll(reached, -1, axis=0)

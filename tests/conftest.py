@@ -23,6 +23,9 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
 FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
 if not os.environ.get("CLEANUED_TESTS_OPTIMIZED") and FAST_COMPILE not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip()
+OPTIMIZED_COMPILE = {"xla_backend_optimization_level": 3, "xla_llvm_disable_expensive_passes": False}
+"""`jax.jit(..., compiler_options=OPTIMIZED_COMPILE)`: LLVM's passes back for one program a test runs long enough
+(hundreds of calls on thousands of slots) that its unoptimised machine code would cost more than the passes."""
 
 
 @pytest.fixture(scope="session")

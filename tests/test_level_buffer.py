@@ -13,6 +13,7 @@ from common import level_buffer as lb
 from common import ued_scores
 from envs.levels import sample_dr_level
 from envs.maze import make_level
+from tests.conftest import OPTIMIZED_COMPILE
 
 
 def small_levels(count, seed=0):
@@ -632,6 +633,18 @@ def draws_up_to_rounding(buffer, key, recorded, sampled, settings, where):
     return buffer, flips
 
 
+@functools.partial(jax.jit, compiler_options=OPTIMIZED_COMPILE)
+def written_slots(before, after):
+    """[capacity]: the slots whose level, score, max return or filled flag changed."""
+    return (
+        (before.scores != after.scores)
+        | (before.max_returns != after.max_returns)
+        | (before.filled != after.filled)
+        | (before.levels.wall_map != after.levels.wall_map).any((1, 2))
+        | (before.levels.agent_pos != after.levels.agent_pos).any(1)
+    )
+
+
 def test_buffer_at_the_shipped_size_matches_minimax_cycle_by_cycle():
     """minimax's PLRManager at the shipped 4,000 slots and 32 levels a cycle (minimax_plr_buffer_4000.npz), driven
     as its runner drives it until the buffer is full and evicting, through cleanued's buffer called as
@@ -647,8 +660,12 @@ def test_buffer_at_the_shipped_size_matches_minimax_cycle_by_cycle():
     pool = make_level(walls, data["pool_goal_pos"], data["pool_agent_pos"], data["pool_agent_dir"])
     pool = jax.tree.map(lambda x: jnp.asarray(x, jnp.int32) if x.dtype == jnp.int8 else x, pool)
     buffer = lb.empty_buffer(jax.tree.map(lambda x: x[0], pool), capacity)
-    first_half = jax.jit(functools.partial(plr_cycle_levels, num_envs=batch, settings=settings))
-    second_half = jax.jit(functools.partial(plr_cycle_update, settings=settings))
+    # Over 260 cycles of 4,000 slots these run long enough to pay for LLVM's passes (the test 22 s -> 11 s).
+    first_half = jax.jit(
+        functools.partial(plr_cycle_levels, num_envs=batch, settings=settings), compiler_options=OPTIMIZED_COMPILE
+    )
+    second_half = jax.jit(functools.partial(plr_cycle_update, settings=settings), compiler_options=OPTIMIZED_COMPILE)
+    match_levels = jax.jit(lb.match_levels, compiler_options=OPTIMIZED_COMPILE)
     slot_moment = np.arange(1, capacity + 1)
     flips = 0
     for cycle in range(len(data["replay"])):
@@ -667,8 +684,8 @@ def test_buffer_at_the_shipped_size_matches_minimax_cycle_by_cycle():
                 )
             flips += cycle_flips
             levels = jax.tree.map(lambda x, recorded=recorded: x[recorded], buffer.levels)
-            matched, _ = lb.match_levels(cycle_buffer, levels)
-        _, repeated = lb.match_levels(cycle_buffer, levels)
+            matched, _ = match_levels(cycle_buffer, levels)
+        _, repeated = match_levels(cycle_buffer, levels)
         np.testing.assert_array_equal(matched, data["dedupe_slots"][cycle], err_msg=f"{where} matched slots")
         np.testing.assert_array_equal(repeated, data["dupe_mask"][cycle], err_msg=f"{where} batch duplicates")
         scores = data["scores"][cycle]
@@ -680,13 +697,7 @@ def test_buffer_at_the_shipped_size_matches_minimax_cycle_by_cycle():
             jnp.asarray(data["max_returns"][cycle]),
             jnp.asarray(active),
         )
-        changed = (
-            (cycle_buffer.scores != after.scores)
-            | (cycle_buffer.max_returns != after.max_returns)
-            | (cycle_buffer.filled != after.filled)
-            | (cycle_buffer.levels.wall_map != after.levels.wall_map).any((1, 2))
-            | (cycle_buffer.levels.agent_pos != after.levels.agent_pos).any(1)
-        )
+        changed = written_slots(cycle_buffer, after)
         expected = data["changed"][cycle]
         np.testing.assert_array_equal(np.flatnonzero(changed), expected[expected >= 0], err_msg=f"{where} written")
         ages = np.asarray(after.ages, np.int64)

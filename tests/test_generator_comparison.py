@@ -2,6 +2,8 @@
 deliberately changed generator is flagged on the statistic it changes, and each statistic is what its name says.
 Nothing here runs minimax."""
 
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -111,3 +113,10 @@ def test_homogeneity_pools_rare_values_and_needs_two_bins():
 def test_bad_configurations_are_refused_in_one_line(text):
     with pytest.raises(ConfigError, match="--configurations"):
         comparison.parse_configuration(text)
+
+
+def test_results_are_written_as_the_table_and_one_record_a_line_with_provenance(tmp_path):
+    comparison.write_results(tmp_path / "out", "name", "| table |", [{"p": 0.5}, {"p": 0.01}])
+    assert (tmp_path / "out" / "name.md").read_text() == "| table |\n"
+    records = [json.loads(line) for line in (tmp_path / "out" / "name.jsonl").read_text().splitlines()]
+    assert [record["p"] for record in records] == [0.5, 0.01] and all("commit" in record for record in records)

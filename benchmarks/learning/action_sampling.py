@@ -31,10 +31,9 @@ import distrax  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from benchmarks.learning.generator_comparison import MIN_BIN, counts_homogeneity_p  # noqa: E402
+from benchmarks.learning.generator_comparison import MIN_BIN, counts_homogeneity_p, write_results  # noqa: E402
 from common.config import AT_LEAST_ONE  # noqa: E402
 from common.errors import ConfigError  # noqa: E402
-from common.provenance import describe_environment  # noqa: E402
 from common.runs import one_line_errors  # noqa: E402
 from envs.maze import NUM_ACTIONS  # noqa: E402
 
@@ -163,12 +162,7 @@ def main(args: Args) -> None:
     table = markdown(results, args.samples)
     print(table)
     if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "action_sampling.md").write_text(table + "\n")
-        environment = describe_environment()
-        with open(args.out / "action_sampling.jsonl", "w") as file:
-            for row in results:
-                file.write(json.dumps({"samples": args.samples, **row, **environment}) + "\n")
+        write_results(args.out, "action_sampling", table, [{"samples": args.samples, **row} for row in results])
     if any(row["flagged"] for row in results):
         print("flagged: the samplers' distributions differ where marked", file=sys.stderr)
 

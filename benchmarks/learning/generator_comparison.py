@@ -178,6 +178,16 @@ def markdown(results: dict, levels: int) -> str:
     return "\n".join(lines)
 
 
+def write_results(out: Path, name: str, table: str, records: list[dict]) -> None:
+    """`out`/`name`.md (the table) and `name`.jsonl (one record a line, each with versions and commit)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.md").write_text(table + "\n")
+    environment = describe_environment()
+    with open(out / f"{name}.jsonl", "w") as file:
+        for record in records:
+            file.write(json.dumps(record | environment) + "\n")
+
+
 def main(args: Args) -> None:
     configurations = [parse_configuration(text) for text in args.configurations]
     tests = len(configurations) * len(STATISTICS)
@@ -192,14 +202,12 @@ def main(args: Args) -> None:
     table = markdown(results, args.levels)
     print(table)
     if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "generator_comparison.md").write_text(table + "\n")
-        environment = describe_environment()
-        with open(args.out / "generator_comparison.jsonl", "w") as file:
-            for configuration, rows in results.items():
-                for row in rows:
-                    record = {"configuration": configuration, "levels": args.levels, **row, **environment}
-                    file.write(json.dumps(record) + "\n")
+        records = [
+            {"configuration": configuration, "levels": args.levels, **row}
+            for configuration, rows in results.items()
+            for row in rows
+        ]
+        write_results(args.out, "generator_comparison", table, records)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Shared test fixtures: the reference data recorded from minimax-lib 0.2.0, kept in tests/fixtures/ (how it was
 recorded: tests/fixtures/README.md). AMAZE_FIXTURE points the parity tests at another recording."""
 
+import collections
 import json
 import os
 import tempfile
@@ -39,3 +40,30 @@ def amaze_fixture():
 @pytest.fixture(scope="session")
 def heldout_json():
     return json.loads((FIXTURES / "heldout_mazes.json").read_text())
+
+
+SECONDS_PER_FILE = "cleanued/seconds_per_file"
+"""pytest's cache key for how long each test file took when it last ran (setup, call and teardown summed)."""
+
+
+def pytest_collection_modifyitems(config, items):
+    """Test files in the order of their last run's time, longest first (files never timed by their number of tests,
+    as pytest-xdist orders them): each worker takes the next file when it is almost done with its own (`--dist
+    loadfile`, `--no-loadscope-reorder`), and a long file started last would leave the other worker idle."""
+    seconds = config.cache.get(SECONDS_PER_FILE, {}) if getattr(config, "cache", None) else {}
+    tests_per_file = collections.Counter(item.nodeid.split("::")[0] for item in items)
+    items.sort(key=lambda item: (-seconds.get(path := item.nodeid.split("::")[0], 0.0), -tests_per_file[path], path))
+
+
+def pytest_runtest_logreport(report):
+    _file_seconds[report.nodeid.split("::")[0]] += report.duration
+
+
+def pytest_sessionfinish(session):
+    config = session.config
+    if hasattr(config, "workerinput") or not getattr(config, "cache", None) or not _file_seconds:
+        return  # a worker's reports also reach the controller, which keeps them
+    config.cache.set(SECONDS_PER_FILE, {**config.cache.get(SECONDS_PER_FILE, {}), **_file_seconds})
+
+
+_file_seconds = collections.Counter()

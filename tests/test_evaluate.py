@@ -19,6 +19,7 @@ from common import checkpoint
 from common.config import flags_of, with_flags
 from common.errors import ConfigError
 from common.evaluate import RISK_ALPHAS, Args, load_run
+from tests.states import command_in_process
 from tests.test_devices import env_with_devices
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -80,11 +81,8 @@ def test_a_checkpoint_pruned_while_it_is_read_is_replaced_by_the_next_newest(tmp
 
 def test_a_missing_checkpoint_flag_is_a_one_line_error(tmp_path, zero_run):
     run_dir = zero_run[2](tmp_path / "run", (2,))
-    result = subprocess.run(
-        [sys.executable, "-m", "common.evaluate", "--run-dir", str(run_dir), "--checkpoint", str(run_dir / "nope")],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
+    result = command_in_process(
+        "-m", "common.evaluate", "--run-dir", str(run_dir), "--checkpoint", str(run_dir / "nope")
     )
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.stderr
@@ -100,12 +98,7 @@ def test_a_missing_checkpoint_flag_is_a_one_line_error(tmp_path, zero_run):
     ],
 )
 def test_risk_flags_are_one_line_errors_before_anything_loads(tmp_path, flags, fragment):
-    result = subprocess.run(
-        [sys.executable, "-m", "common.evaluate", "--run-dir", str(tmp_path / "absent"), "--risk", *flags],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-    )
+    result = command_in_process("-m", "common.evaluate", "--run-dir", str(tmp_path / "absent"), "--risk", *flags)
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert fragment in lines[0], lines[0]

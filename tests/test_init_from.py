@@ -4,8 +4,6 @@ run folder is made; a resume of such a run equals the run uninterrupted. Mutatio
 `with_parameters` returning the runner unchanged, the update-0 tests fail; with the seed-count check removed from
 `_per_seed`, the stacked-seeds refusal test fails."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import jax
@@ -16,9 +14,8 @@ from algos import dr, plr
 from common import checkpoint, sweep
 from common.config import with_flags
 from common.errors import ConfigError
-from tests.states import assert_states_close, newest_state, run_script
+from tests.states import assert_states_close, command_in_process, newest_state, run_script
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 TINY = dict(
     num_seeds=2,
     num_envs=4,
@@ -101,12 +98,7 @@ def test_every_point_of_a_sweep_starts_from_the_checkpoint(trained, tmp_path):
 
 
 def refusal(command: list[str], tmp_path: Path) -> str:
-    result = subprocess.run(
-        [sys.executable, *command, "--runs-dir", str(tmp_path), "--run-name", "target"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-    )
+    result = command_in_process(*command, "--runs-dir", str(tmp_path), "--run-name", "target")
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: --init-from"), result.stderr

@@ -6,7 +6,6 @@ import csv
 import json
 import math
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,8 +16,8 @@ import common.report as report_module
 from common.errors import ConfigError
 from common.evaluate import cvar, mean_and_interval
 from common.report import Args, load_methods, main, probability_of_improvement, summarize
+from tests.states import command_in_process
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 MAZES = ("SixteenRooms", "Labyrinth", "StandardMaze")
 
 
@@ -167,12 +166,7 @@ def test_bad_folders_are_one_line_errors(tmp_path, setup, fragment):
         bad = tmp_path / "missing"
     else:
         bad = run_folder(tmp_path, "other", "algos/plr.py", {"SixteenRooms": [0.5, 0.5, 0.5]})
-    result = subprocess.run(
-        [sys.executable, "-m", "common.report", str(good), str(bad), "--out", str(tmp_path / "out")],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-    )
+    result = command_in_process("-m", "common.report", str(good), str(bad), "--out", str(tmp_path / "out"))
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:") and fragment in lines[0], (
         result.stderr
@@ -180,9 +174,8 @@ def test_bad_folders_are_one_line_errors(tmp_path, setup, fragment):
 
 
 def report(*arguments: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "common.report", *arguments], cwd=REPO_ROOT, capture_output=True, text=True
-    )
+    """`python -m common.report <arguments>`, run in this test's process (tests.states.command_in_process)."""
+    return command_in_process("-m", "common.report", *arguments)
 
 
 def one_line_error(result: subprocess.CompletedProcess, *fragments: str) -> str:

@@ -23,7 +23,7 @@ from algos import accel, accel_parallel, dr, paired, plr, plr_parallel, sfl
 from common import checkpoint, devices, driver, runs
 from common.config import log_intervals_resuming_at, parse_command_line, with_flags
 from common.errors import ConfigError, DoesNotFit
-from tests.states import assert_states_close, newest_state, run_script
+from tests.states import assert_states_close, command_in_process, newest_state, run_script
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TINY = dict(
@@ -38,10 +38,8 @@ def tiny(runs_dir: Path, **flags) -> dr.Config:
 
 
 def cli(*args: str, cwd: Path = REPO_ROOT, script: str = "algos/dr.py") -> subprocess.CompletedProcess:
-    command = [sys.executable, str(REPO_ROOT / script), *args]
-    return subprocess.run(
-        command, cwd=cwd, capture_output=True, text=True, env={**os.environ, "WANDB_MODE": "disabled"}
-    )
+    """`python <script> <args>`, run in this test's process (tests.states.command_in_process)."""
+    return command_in_process(str(REPO_ROOT / script), *args, cwd=cwd)
 
 
 def one_line_error(result: subprocess.CompletedProcess, *fragments: str) -> None:
@@ -273,13 +271,7 @@ def test_bad_input_is_one_line_and_changes_nothing(tmp_path, setup, flags, fragm
     one_line_error(cli(*TINY_FLAGS, "--runs-dir", str(tmp_path), "--run-name", "run", *flags), fragment)
     assert snapshot(tmp_path) == before
     if setup in ("garbage", "list"):
-        result = subprocess.run(
-            [sys.executable, "-m", "common.evaluate", "--run-dir", str(run)],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-        )
-        one_line_error(result, fragment)
+        one_line_error(command_in_process("-m", "common.evaluate", "--run-dir", str(run)), fragment)
 
 
 BAD_VALUES = [
@@ -600,6 +592,7 @@ def test_names_and_paths_too_long_for_the_file_system_are_one_line_errors(tmp_pa
         ["common.evaluate", "--run-dir", long_folder],
         ["common.report", long_folder, "--out", str(tmp_path)],
     ):
+        # In its own process: the one refusal of each command checked with what the interpreter prints around it
         result = subprocess.run([sys.executable, "-m", *command], cwd=REPO_ROOT, capture_output=True, text=True)
         one_line_error(result, "300-byte name")
     assert list(tmp_path.iterdir()) == []

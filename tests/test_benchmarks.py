@@ -1,6 +1,7 @@
 """The benchmark harness: the env timer the env benchmarks share, result fields, the scaling sweep, the minimax
-side-by-side plumbing, the SFL refresh timer. Measured timings are never asserted (only the env timer's, on a function
-that sleeps known times); the real minimax worker runs only where its virtual environment exists."""
+side-by-side plumbing, the SFL refresh timer, the commits timed in turns. Measured timings are never asserted (only
+the env timer's, on a function that sleeps known times); the real minimax worker runs only where its virtual
+environment exists."""
 
 import ast
 import json
@@ -238,3 +239,49 @@ def full_imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module:
             modules.add(node.module)
     return modules
+
+
+def test_bench_commits_rotates_the_commits_each_round_and_divides_each_median_by_the_first_commits(
+    monkeypatch, capsys, tmp_path
+):
+    """Which commit is timed when (A B C, then B C A, then C A B: the machine's drift spread over all of them) and the
+    table's medians and ratios, from measurements the test makes up. Fails with the turn not rotating or the ratio
+    taken against another commit."""
+    from benchmarks.speed import bench_commits
+
+    hashes = {"old": "a" * 40, "mid": "b" * 40, "new": "c" * 40}
+    seconds = {"a" * 12: [1.0, 3.0, 2.0], "b" * 12: [2.0, 2.0, 9.0], "c" * 12: [4.0, 1.0, 1.5]}
+    order = []
+
+    def fake_measure(tree, algo, bench_flags):
+        order.append((algo, tree.name))
+        return {
+            "algo": algo,
+            "steady_s_per_update": seconds[tree.name][sum(name == tree.name for _, name in order) - 1],
+        }
+
+    monkeypatch.setattr(bench_commits, "worktree", lambda commit, work: (hashes[commit], work / hashes[commit][:12]))
+    monkeypatch.setattr(bench_commits, "measure", fake_measure)
+    bench_commits.main(bench_commits.Args(commits=("old", "mid", "new"), algos=("dr",), rounds=3, work=tmp_path))
+    assert [name[0] for _, name in order] == list("abc" + "bca" + "cab")
+    table = capsys.readouterr().out.split("| method")[1]
+    assert "| dr | old (aaaaaaa) | 1.0000 / 3.0000 / 2.0000 | 2.0 | 1.000 |" in table
+    assert "| dr | mid (bbbbbbb) | 2.0000 / 2.0000 / 9.0000 | 2.0 | 1.000 |" in table
+    assert "| dr | new (ccccccc) | 4.0000 / 1.0000 / 1.5000 | 1.5 | 0.750 |" in table
+
+
+def test_bench_commits_checks_each_commit_out_once_and_refuses_what_is_not_a_commit(tmp_path, monkeypatch):
+    """In a clone of this repository: a commit's worktree is made once and found again, its bench_algos.py is where
+    its layout keeps it, and a name that is no commit is refused in one line."""
+    from benchmarks.speed import bench_commits
+
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--no-checkout", str(REPO_ROOT), str(clone)], check=True)
+    monkeypatch.setattr(bench_commits, "REPO_ROOT", clone)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True).stdout.strip()
+    full_hash, tree = bench_commits.worktree("HEAD", tmp_path / "work")
+    assert full_hash == head and tree == tmp_path / "work" / head[:12]
+    assert bench_commits.bench_script(tree) == tree / "benchmarks" / "speed" / "bench_algos.py"
+    assert bench_commits.worktree(head[:7], tmp_path / "work") == (full_hash, tree)
+    with pytest.raises(SystemExit, match="error: 'no-such-commit' is not a commit of this repository"):
+        bench_commits.worktree("no-such-commit", tmp_path / "work")

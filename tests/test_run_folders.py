@@ -330,6 +330,63 @@ def test_failed_writes_leave_no_temporary_file_and_stale_ones_are_swept(tmp_path
     assert not any(path.exists() for path in stale)
 
 
+def test_the_sweep_deletes_only_write_atomics_temporary_files(tmp_path):
+    """Files named as `write_atomic` names its temporary files go; a user's file that only looks alike and a folder
+    named like one stay. Fails with either condition of the sweep's filter dropped (mutmut: `and` -> `or`)."""
+    ours = [tmp_path / ".logs.csv.tmp-123", tmp_path / "checkpoints" / ".update_00000004.msgpack.tmp-99999"]
+    theirs = [tmp_path / ".notes.tmp-draft", tmp_path / "checkpoints" / ".backup.tmp-"]
+    folder = tmp_path / ".cache.tmp-42"
+    folder.mkdir()
+    for path in ours + theirs:
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(b"partial")
+    assert sorted(checkpoint.sweep_temporary_files(tmp_path)) == sorted(ours)
+    assert not any(path.exists() for path in ours) and all(path.exists() for path in theirs) and folder.is_dir()
+
+
+LOG_HEADER = "seed,update,env_steps,loss\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "resume_update", "updates", "warnings"),
+    [
+        (None, 4, [], ["{log} is missing; the log restarts at update 4"]),
+        (None, 0, [], []),
+        (LOG_HEADER + "0,2,64,0.5\n0,4,128,0.25\n0,6,192,0.125\n", 4, [2, 4], []),
+        (LOG_HEADER + "0,2,64,0.5\n0,4,128,0.25\n", 4, [2, 4], []),
+        (
+            LOG_HEADER + "0,2,64,0.5\n0,4,128,0.2500000000000000000000000000000000000000000000",
+            4,
+            [2],
+            [
+                "{log}: dropped the torn last line ('0,4,128,0.250000000000000000000000000000')",
+                "{log} ends at update 2 but the checkpoint is at 4: those rows are lost",
+            ],
+        ),
+    ],
+    ids=["missing", "missing-at-0", "rows-past-the-checkpoint", "whole", "torn"],
+)
+def test_the_log_a_resume_continues_is_read_row_by_row(tmp_path, text, resume_update, updates, warnings):
+    """`read_log` on its own: a missing log (a warning only once rows could be lost), rows past the checkpoint
+    dropped silently, a whole last row kept, a torn one dropped with its first 40 characters shown. Fails with the
+    missing-log warning changed or its return, with lines read without their ends (every last row then looks torn),
+    or with another line or length shown for the torn one (mutmut's survivors of read_log)."""
+    log = tmp_path / "logs.csv"
+    if text is not None:
+        log.write_text(text)
+    previous = runs.read_log(log, resume_update)
+    assert [int(row["update"]) for row in previous.rows] == updates
+    assert previous.columns == ([] if text is None else ["seed", "update", "env_steps", "loss"])
+    assert previous.warnings == [warning.format(log=log) for warning in warnings]
+
+
+def test_an_empty_log_is_refused_in_one_line(tmp_path):
+    log = tmp_path / "logs.csv"
+    log.write_text("")
+    with pytest.raises(ConfigError, match="has no logs.csv header; move it away to resume with a fresh log"):
+        runs.read_log(log, 4)
+
+
 @pytest.mark.slow
 def test_a_full_disk_keeps_the_last_checkpoint_and_resume_works_after(tmp_path, monkeypatch):
     real_save = checkpoint.save

@@ -33,7 +33,8 @@ def test_evaluation_results_stay_on_screen(tmp_path, capsys, terminal):
     write(20, {"train/return": [0.2, 0.4], **evaluation})
     write(30, {"train/return": [0.5, 0.5]})
     log.close()
-    kept = screen(capsys.readouterr().err)
+    printed = capsys.readouterr().err
+    kept = screen(printed)
     (results,) = [line for line in kept if "eval/return/SixteenRooms" in line]
     assert results == (
         f"update 20, held-out evaluation ({config.run.eval_episodes} episodes a maze and seed, mean of 2 seeds; "
@@ -41,3 +42,5 @@ def test_evaluation_results_stay_on_screen(tmp_path, capsys, terminal):
     )
     assert kept[-2].startswith("update 30/30 |") and "train/return 0.500" in kept[-2]
     assert len([line for line in kept if line.startswith("update ") and "/30 |" in line]) == (1 if terminal else 3)
+    # A log file (nohup, a pipe) gets plain lines: no carriage return or erase code, which only a terminal reads.
+    assert terminal or ("\r" not in printed and "\033" not in printed)

@@ -433,6 +433,25 @@ def test_ctrl_c_during_compile_stops_cleanly(tmp_path):
     assert checkpoint.list_checkpoints(tmp_path / "interrupted" / "checkpoints"), "resumable from update 0"
 
 
+@pytest.mark.parametrize("terminal", [False, True], ids=["pipe", "terminal"])
+def test_the_stop_note_ends_the_progress_line_only_on_a_terminal(capfd, monkeypatch, terminal):
+    """What a first and a second signal print, byte for byte: on a terminal after a newline (the progress line is
+    being rewritten there), in a log file without the empty line. The process-level behaviour (checkpoint, exit
+    status) is checked by the signal tests that run a script; this one reads the handler alone. Fails with the
+    newline's condition dropped either way, or with the note's wording changed (mutmut's survivors of
+    StopSignal._handle)."""
+    monkeypatch.setattr(runs.os, "isatty", lambda descriptor: terminal and descriptor == 2)
+    stop = runs.StopSignal()
+    stop._handle(signal.SIGTERM, None)
+    stop._handle(signal.SIGINT, None)
+    start = "\n" if terminal else ""
+    assert capfd.readouterr().err == (
+        f"{start}SIGTERM: stopping with a checkpoint after the current chunk or compile\n"
+        f"{start}SIGINT again: still stopping; kill -9 {os.getpid()} ends the run now, without a checkpoint\n"
+    )
+    assert stop.requested == "SIGTERM" and not stop.stopped_run
+
+
 def test_log_intervals_a_resume_may_use_divide_the_update_and_every_interval():
     intervals = dict(total_updates=300, log_interval=20, eval_interval=100, checkpoint_interval=100)
     config = tiny(Path("runs"), **intervals)

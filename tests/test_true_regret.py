@@ -155,6 +155,21 @@ def test_an_episode_of_optimal_length_scores_exactly_zero_whatever_its_reward_ro
     assert float(ued_scores.true_regret(rewards, dones, steps, 8)) == 0.0
 
 
+def test_one_finished_episode_is_its_own_mean_and_a_time_out_at_the_optimal_length_is_a_failure():
+    """A rollout with one finished episode scores that episode's regret (not half of it: the mean divides by the
+    number finished, at least 1), and the unfinished tail counts for nothing. A level whose goal takes every step
+    the episode has (optimal return 0.1) played to a time-out, return 0 and as long as the optimal path, scores the
+    whole 0.1: reaching the goal is part of optimal play. Fails with the divisor's floor at 2, or with a return of
+    0 taken as optimal play (mutmut's survivors of true_regret)."""
+    rewards = jnp.array([0.0, 0.0, 0.0, 0.0, 0.0], jnp.float32)
+    dones = jnp.array([False, False, False, True, False])  # a 4-step time-out, then a step of the next episode
+    score = ued_scores.true_regret(rewards, dones, jnp.int32(4), 4)
+    assert float(score) == pytest.approx(float(goal_reward(4, 4))) and float(goal_reward(4, 4)) == pytest.approx(0.1)
+    late = jnp.array([0.0, 0.0, float(goal_reward(3, 8)), 0.0, 0.0], jnp.float32)  # 3 steps where 2 would do
+    dones = jnp.array([False, False, True, False, False])
+    assert float(ued_scores.true_regret(late, dones, jnp.int32(2), 8)) == pytest.approx(0.9 / 8)
+
+
 def test_learnability_counts_every_finished_episode():
     rewards = jnp.array([0.0, 0.9, 0.0, 0.0, 0.0, 0.8, 0.0])
     dones = jnp.array([False, True, False, False, True, True, False])

@@ -43,6 +43,26 @@ def test_checkpoint_rotation_and_archive(tmp_path):
     assert update == 40 and float(state["x"]) == 40 and config == {} and path.name == "update_00000040.msgpack"
 
 
+def test_restore_repairs_a_missing_archive_unless_told_not_to_and_names_a_corrupt_checkpoint(tmp_path):
+    """A kill between a checkpoint and its archive copy: `restore` writes the copy (process 0's default), not with
+    `repair_archives=False` (the other processes of a multi-process run). A corrupt newest checkpoint is refused
+    with what to do. Fails with the default flipped or the advice dropped (mutmut's survivors of restore)."""
+    checkpoints = checkpoint.Checkpoints(tmp_path, keep=2, archive_interval=20, config={})
+    for update in (10, 20):
+        checkpoints.save({"x": jnp.float32(update)}, update)
+    archive = tmp_path / "checkpoints" / "archive" / "update_00000020.msgpack"
+    archive.unlink()
+    template = {"x": jax.ShapeDtypeStruct((), jnp.float32)}
+    checkpoints.restore(template, repair_archives=False)
+    assert not archive.exists()
+    checkpoints.restore(template)
+    assert archive.exists()
+    newest = tmp_path / "checkpoints" / "update_00000020.msgpack"
+    newest.write_bytes(newest.read_bytes()[:-10])
+    with pytest.raises(checkpoint.CheckpointError, match="update_00000020.msgpack.*; delete it to resume from the"):
+        checkpoints.restore(template)
+
+
 def test_csv_log_drops_rows_past_the_checkpoint_on_resume(tmp_path):
     path = tmp_path / "logs.csv"
     log = CsvLog(path, ["seed", "update", "env_steps", "a"])

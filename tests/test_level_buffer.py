@@ -376,6 +376,16 @@ def test_scores_match_plain_python_loops():
         assert float(running_score) == float(score)
 
 
+def test_max_mc_keeps_the_slots_max_return_when_no_episode_finished():
+    """A rollout cut before any episode ends (the random rollouts above all finish one): score 0 and the slot's
+    max return handed back unchanged, with or without the running max. Fails with every rollout taken as finished
+    (mutmut's survivor of max_mc), which would store the unfinished rollout's 0 over the slot's max return."""
+    rewards, dones, values = jnp.zeros(6), jnp.zeros(6, bool), jnp.full(6, 0.3)
+    for running_max in (False, True):
+        score, stored = ued_scores.max_mc(rewards, dones, values, jnp.float32(0.7), running_max=running_max)
+        assert (float(score), float(stored)) == (0.0, pytest.approx(0.7)), running_max
+
+
 def test_insert_many_follows_minimax_batch_rules():
     """A repeat within the batch is skipped (the first copy counts), a copy of a filled slot updates it, and a
     level written over an evicted slot keeps that slot's age."""

@@ -179,8 +179,11 @@ def test_a_resumed_sweep_equals_it_uninterrupted_and_evaluate_and_report_name_it
 
 
 def test_wandb_has_a_run_per_point_and_seed_holding_the_points_values(tmp_path, monkeypatch):
-    """--track in a sweep: each point's seed is its own wandb run whose config has the swept values; a chunk's rows
-    reach their own runs, also when a stopped point has none."""
+    """--track in a sweep: each point's seed is its own wandb run whose config has the swept values (a zipped
+    sweep's points zipped) and the seed's index; a chunk's rows reach their own runs, also when a stopped point has
+    none. Without a sweep a run per seed; every run in the project, entity and group (the run name) it was given,
+    under the run folder, each its own. Fails with any of these settings dropped (mutmut's survivors of
+    WandbLogger)."""
     made = []
 
     class Run:
@@ -204,6 +207,21 @@ def test_wandb_has_a_run_per_point_and_seed_holding_the_points_values(tmp_path, 
     logger.log([{"point": 1, "seed": 0, "update": 4, "train/return": 0.5}, {"point": 1, "seed": 1, "update": 4}])
     assert [len(run.logged) for run in made] == [0, 0, 1, 1]
     assert made[2].logged == [(4, {"update": 4, "train/return": 0.5})]
+    assert [run.settings["config"]["seed_index"] for run in made] == [0, 1, 0, 1]
+    shared = {"project": "cleanued", "entity": "lab", "group": "named", "dir": str(tmp_path), "reinit": "create_new"}
+    made.clear()
+    _, alone = config_of("dr", tmp_path, run_name="named", wandb_entity="lab")
+    WandbLogger(alone, tmp_path)
+    assert [run.settings["name"] for run in made] == ["named-seed0", "named-seed1"]
+    assert all({key: run.settings[key] for key in shared} == shared for run in made)
+    made.clear()
+    zipped = ("lr=1e-4,3e-4", "gamma=0.9,0.99")
+    _, config = config_of("dr", tmp_path, run_name="zipped", sweep=zipped, sweep_zip=True)
+    WandbLogger(config, tmp_path)
+    assert [(run.settings["config"]["lr"], run.settings["config"]["gamma"]) for run in made[::2]] == [
+        (1e-4, 0.9),
+        (3e-4, 0.99),
+    ]
 
 
 @pytest.mark.slow

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import re
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +26,30 @@ def test_checkpoint_round_trip_with_typed_keys(tmp_path):
     np.testing.assert_array_equal(restored["w"], state["w"])
     assert restored["n"].dtype == jnp.int32
     assert not list(tmp_path.glob(".*tmp*")), "no temporary file may be left behind"
+
+
+def test_damaged_and_foreign_checkpoints_are_refused_saying_which(tmp_path):
+    """Each way a file can fail to be this run's checkpoint gets its own message: a long file without the header
+    (bad header), one cut right after it or with garbled bytes in its checksum (truncated or corrupted: the
+    checksum is read with bad bytes replaced, not raised on), one of another runner state (does not match). Fails
+    with the header check needing both faults, a cut at the header called a bad header, another decode error
+    handler, or any message dropped (mutmut's survivors of read_payload and load)."""
+    state = {"w": jnp.arange(3.0)}
+    good = checkpoint.save(tmp_path / "good.msgpack", state, update=2, config={})
+    data = good.read_bytes()
+    header = len(checkpoint.MAGIC) + 65
+    cases = [
+        ("not a cleanued checkpoint (bad header)", b"x" * (2 * header)),
+        ("truncated or corrupted (checksum mismatch)", data[:header]),
+        ("truncated or corrupted (checksum mismatch)", checkpoint.MAGIC + b"\xff" * 64 + b"\n" + data[header:]),
+    ]
+    for message, content in cases:
+        path = tmp_path / "damaged.msgpack"
+        path.write_bytes(content)
+        with pytest.raises(checkpoint.CheckpointError, match=re.escape(f"{path} is {message}")):
+            checkpoint.load(path, jax.eval_shape(lambda: state))
+    with pytest.raises(checkpoint.CheckpointError, match=re.escape(f"{good} does not match this config's runner")):
+        checkpoint.load(good, {"other": jax.ShapeDtypeStruct((3,), jnp.float32)})
 
 
 def test_checkpoint_rotation_and_archive(tmp_path):

@@ -31,9 +31,10 @@ def test_checkpoint_round_trip_with_typed_keys(tmp_path):
 def test_damaged_and_foreign_checkpoints_are_refused_saying_which(tmp_path):
     """Each way a file can fail to be this run's checkpoint gets its own message: a long file without the header
     (bad header), one cut right after it or with garbled bytes in its checksum (truncated or corrupted: the
-    checksum is read with bad bytes replaced, not raised on), one of another runner state (does not match). Fails
-    with the header check needing both faults, a cut at the header called a bad header, another decode error
-    handler, or any message dropped (mutmut's survivors of read_payload and load)."""
+    checksum is read with bad bytes replaced, not raised on), one of another runner state or of another shape
+    (does not match, naming the shapes). Fails with the header check needing both faults, a cut at the header
+    called a bad header, another decode error handler, or any message dropped (mutmut's survivors of read_payload
+    and load)."""
     state = {"w": jnp.arange(3.0)}
     good = checkpoint.save(tmp_path / "good.msgpack", state, update=2, config={})
     data = good.read_bytes()
@@ -50,6 +51,9 @@ def test_damaged_and_foreign_checkpoints_are_refused_saying_which(tmp_path):
             checkpoint.load(path, jax.eval_shape(lambda: state))
     with pytest.raises(checkpoint.CheckpointError, match=re.escape(f"{good} does not match this config's runner")):
         checkpoint.load(good, {"other": jax.ShapeDtypeStruct((3,), jnp.float32)})
+    shapes = "does not match this config's runner state (an array of shape (3,), expected (4,))"
+    with pytest.raises(checkpoint.CheckpointError, match=re.escape(f"{good} {shapes}")):
+        checkpoint.load(good, {"w": jax.ShapeDtypeStruct((4,), jnp.float32)})
 
 
 def test_checkpoint_rotation_and_archive(tmp_path):

@@ -7,6 +7,7 @@ the point whose value differs."""
 import csv
 import importlib
 import json
+import math
 import sys
 import types
 
@@ -181,9 +182,9 @@ def test_a_resumed_sweep_equals_it_uninterrupted_and_evaluate_and_report_name_it
 def test_wandb_has_a_run_per_point_and_seed_holding_the_points_values(tmp_path, monkeypatch):
     """--track in a sweep: each point's seed is its own wandb run whose config has the swept values (a zipped
     sweep's points zipped) and the seed's index; a chunk's rows reach their own runs, also when a stopped point has
-    none. Without a sweep a run per seed; every run in the project, entity and group (the run name) it was given,
-    under the run folder, each its own. Fails with any of these settings dropped (mutmut's survivors of
-    WandbLogger)."""
+    none, without the metrics not measured in that chunk (NaN). Without a sweep a run per seed; every run in the
+    project, entity and group (the run name) it was given, under the run folder, each its own. Fails with any of
+    these settings dropped (mutmut's survivors of WandbLogger)."""
     made = []
 
     class Run:
@@ -207,6 +208,8 @@ def test_wandb_has_a_run_per_point_and_seed_holding_the_points_values(tmp_path, 
     logger.log([{"point": 1, "seed": 0, "update": 4, "train/return": 0.5}, {"point": 1, "seed": 1, "update": 4}])
     assert [len(run.logged) for run in made] == [0, 0, 1, 1]
     assert made[2].logged == [(4, {"update": 4, "train/return": 0.5})]
+    logger.log([{"point": 0, "seed": 0, "update": 6, "train/return": 0.1, "eval/return/SixteenRooms": math.nan}])
+    assert made[0].logged == [(6, {"update": 6, "train/return": 0.1})], "a metric not measured this chunk is left out"
     assert [run.settings["config"]["seed_index"] for run in made] == [0, 1, 0, 1]
     shared = {"project": "cleanued", "entity": "lab", "group": "named", "dir": str(tmp_path), "reinit": "create_new"}
     made.clear()

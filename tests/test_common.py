@@ -70,6 +70,10 @@ def test_checkpoint_rotation_and_archive(tmp_path):
     ]
     state, update, config, path = checkpoints.restore({"x": jax.ShapeDtypeStruct((), jnp.float32)})
     assert update == 40 and float(state["x"]) == 40 and config == {} and path.name == "update_00000040.msgpack"
+    three = checkpoint.Checkpoints(tmp_path / "three", keep=3, archive_interval=0, config={})
+    for update in (10, 20, 30):
+        three.save({"x": jnp.float32(update)}, update)
+    assert three.newest().name == "update_00000030.msgpack", "the newest of three kept, not the second"
 
 
 def test_restore_repairs_a_missing_archive_unless_told_not_to_and_names_a_corrupt_checkpoint(tmp_path):

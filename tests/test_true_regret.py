@@ -175,6 +175,7 @@ def test_learnability_counts_every_finished_episode():
     dones = jnp.array([False, True, False, False, True, True, False])
     successes, failures = ued_scores.outcome_counts(rewards, dones)
     assert (float(successes), float(failures)) == (2.0, 1.0)
+    assert successes.dtype == failures.dtype == jnp.float32, "floats, as a buffer slot decays them"
     assert float(ued_scores.learnability(successes, failures)) == pytest.approx(2 / 9)
     assert float(ued_scores.learnability(0.0, 0.0)) == 0.0
     assert float(ued_scores.learnability(successes, failures + 1)) == pytest.approx(0.25)

@@ -74,6 +74,12 @@ def test_checkpoint_rotation_and_archive(tmp_path):
     for update in (10, 20, 30):
         three.save({"x": jnp.float32(update)}, update)
     assert three.newest().name == "update_00000030.msgpack", "the newest of three kept, not the second"
+    one = checkpoint.Checkpoints(tmp_path / "one", keep=1, archive_interval=0, config={})
+    for update in (10, 20, 30):
+        one.save({"x": jnp.float32(update)}, update)
+    assert [path.name for path in checkpoint.list_checkpoints(tmp_path / "one" / "checkpoints")] == [
+        "update_00000030.msgpack"
+    ], "--keep-checkpoints 1 keeps one"
 
 
 def test_restore_repairs_a_missing_archive_unless_told_not_to_and_names_a_corrupt_checkpoint(tmp_path):

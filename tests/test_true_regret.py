@@ -170,6 +170,17 @@ def test_one_finished_episode_is_its_own_mean_and_a_time_out_at_the_optimal_leng
     assert float(ued_scores.true_regret(late, dones, jnp.int32(2), 8)) == pytest.approx(0.9 / 8)
 
 
+def test_episode_returns_of_one_finished_episode_and_of_none():
+    """(mean, best) return: one finished episode is both (the unfinished tail left out); a rollout with no finished
+    episode gives (0, 0), not the max of nothing. Fails with the mean's divisor floored at 2 or the empty case's
+    best taken from the returns or set to 1 (mutmut's survivors of episode_returns)."""
+    rewards = jnp.array([0.0, 0.0, 0.8, 0.0, 0.0], jnp.float32)
+    mean, best = ued_scores.episode_returns(rewards, jnp.array([False, False, True, False, False]))
+    assert (float(mean), float(best)) == (pytest.approx(0.8), pytest.approx(0.8))
+    mean, best = ued_scores.episode_returns(jnp.zeros(5), jnp.zeros(5, bool))
+    assert (float(mean), float(best)) == (0.0, 0.0)
+
+
 def test_learnability_counts_every_finished_episode():
     rewards = jnp.array([0.0, 0.9, 0.0, 0.0, 0.0, 0.8, 0.0])
     dones = jnp.array([False, True, False, False, True, True, False])

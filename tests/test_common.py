@@ -1,6 +1,7 @@
 """common/: checkpoints, logs.csv on resume, resume rules, stop criteria, confidence intervals."""
 
 import dataclasses
+import errno
 import json
 import re
 
@@ -54,6 +55,24 @@ def test_damaged_and_foreign_checkpoints_are_refused_saying_which(tmp_path):
     shapes = "does not match this config's runner state (an array of shape (3,), expected (4,))"
     with pytest.raises(checkpoint.CheckpointError, match=re.escape(f"{good} {shapes}")):
         checkpoint.load(good, {"w": jax.ShapeDtypeStruct((4,), jnp.float32)})
+
+
+def test_write_atomic_makes_missing_folders_and_a_failed_open_raises_its_own_error(tmp_path, monkeypatch):
+    """A file several new folders deep is written; when even the temporary file cannot be opened (a full disk),
+    that error is what the caller sees, not a FileNotFoundError from removing a temporary file that never existed.
+    Fails with the folders made one level only, or the clean-up insisting on the temporary file (mutmut's survivors
+    of write_atomic)."""
+    deep = tmp_path / "a" / "b" / "c.bin"
+    checkpoint.write_atomic(deep, b"data")
+    assert deep.read_bytes() == b"data"
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(checkpoint, "open", full_disk, raising=False)
+    with pytest.raises(OSError) as error:
+        checkpoint.write_atomic(tmp_path / "d.bin", b"data")
+    assert error.value.errno == errno.ENOSPC
 
 
 def test_checkpoint_rotation_and_archive(tmp_path):

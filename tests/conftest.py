@@ -51,12 +51,16 @@ def pytest_collection_modifyitems(config, items):
     as pytest-xdist orders them): each worker takes the next file when it is almost done with its own (`--dist
     loadfile`, `--no-loadscope-reorder`), and a long file started last would leave the other worker idle."""
     seconds = config.cache.get(SECONDS_PER_FILE, {}) if getattr(config, "cache", None) else {}
-    tests_per_file = collections.Counter(item.nodeid.split("::")[0] for item in items)
-    items.sort(key=lambda item: (-seconds.get(path := item.nodeid.split("::")[0], 0.0), -tests_per_file[path], path))
+    tests_per_file = collections.Counter(file_of(item.nodeid) for item in items)
+    items.sort(key=lambda item: (-seconds.get(file_of(item.nodeid), 0.0), -tests_per_file[file_of(item.nodeid)]))
+
+
+def file_of(nodeid: str) -> str:
+    return nodeid.split("::")[0]
 
 
 def pytest_runtest_logreport(report):
-    _file_seconds[report.nodeid.split("::")[0]] += report.duration
+    _file_seconds[file_of(report.nodeid)] += report.duration
 
 
 def pytest_sessionfinish(session):

@@ -63,10 +63,10 @@ def command_in_process(*argv: str, cwd: Path = REPO_ROOT) -> subprocess.Complete
             path = importlib.util.find_spec(argv[1]).origin if argv[0] == "-m" else argv[0]
             sys.argv = [path, *argv[2 if argv[0] == "-m" else 1 :]]
             runpy.run_path(path, run_name="__main__")
-    except SystemExit as exit:
-        if isinstance(exit.code, str):
-            stderr.write(exit.code + "\n")
-        status = 1 if isinstance(exit.code, str) else exit.code or 0
+    except SystemExit as ended:
+        if isinstance(ended.code, str):
+            stderr.write(ended.code + "\n")
+        status = 1 if isinstance(ended.code, str) else ended.code or 0
     finally:
         sys.argv = saved_argv
         os.chdir(saved_cwd)

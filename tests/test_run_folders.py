@@ -9,6 +9,7 @@ import csv
 import errno
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -380,6 +381,26 @@ def test_the_log_a_resume_continues_is_read_row_by_row(tmp_path, text, resume_up
     assert [int(row["update"]) for row in previous.rows] == updates
     assert previous.columns == ([] if text is None else text.splitlines()[0].split(","))
     assert previous.warnings == [warning.format(log=log) for warning in warnings]
+
+
+@pytest.mark.parametrize(
+    ("header", "row", "problem"),
+    [
+        (LOG_HEADER, "0,2.5,64,0.5", "update is '2.5'"),
+        (LOG_HEADER, "0,,64,0.5", "update is ''"),
+        (LOG_HEADER, "0,2,64,lost", "loss is 'lost'"),
+        ("point,seed,update,env_steps\n", "0.5,0,2,64", "point is '0.5'"),
+    ],
+    ids=["fractional-count", "empty-count", "text-metric", "fractional-point"],
+)
+def test_a_row_with_a_cell_of_the_wrong_kind_is_refused_saying_which(tmp_path, header, row, problem):
+    """The counts and a sweep's point must be integers and the metrics numbers (empty allowed), in any row before
+    the last. Fails with the counts or the point read as floats (mutmut's survivors of _row_problem 9, 12, 13)."""
+    log = tmp_path / "logs.csv"
+    last = "0,4,128,0.25" if header == LOG_HEADER else "0,0,4,128"
+    log.write_text(header + row + "\n" + last + "\n")
+    with pytest.raises(ConfigError, match=re.escape(f"line 2 is malformed ({problem})")):
+        runs.read_log(log, 4)
 
 
 def test_an_empty_log_is_refused_in_one_line(tmp_path):

@@ -82,6 +82,19 @@ def test_run_name_dot_dot_with_overwrite_deletes_nothing(tmp_path):
     assert snapshot(tmp_path) == before
 
 
+def test_a_marker_that_cannot_be_read_proves_nothing(tmp_path, monkeypatch):
+    """`is_run_folder` is false when reading the marker fails (no permission, an I/O error), as for a folder
+    without one. Fails with the error taken as proof (mutmut's survivor of is_run_folder 7)."""
+    (tmp_path / runs.MARKER).write_bytes(runs.MARKER_TEXT)
+    assert runs.is_run_folder(tmp_path)
+
+    def unreadable(path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(Path, "read_bytes", unreadable)
+    assert not runs.is_run_folder(tmp_path)
+
+
 def test_overwrite_deletes_only_run_folders(tmp_path, finished_run):
     """Only a folder holding the marker a new run writes first is ever deleted; names prove nothing (the fault trial
     emptied other projects' folders holding `checkpoints/best_model.pt`, `wandb/`, `logs.csv`, or only `images/`,

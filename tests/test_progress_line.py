@@ -1,10 +1,12 @@
 """What a run prints while it trains: the progress line is rewritten in place on a terminal, and the held-out
 results of each evaluation stay on the screen on a line of their own."""
 
+import sys
 import types
 
 import pytest
 
+from common import runs
 from common.runs import RunLog
 
 
@@ -44,3 +46,27 @@ def test_evaluation_results_stay_on_screen(tmp_path, capsys, terminal):
     assert len([line for line in kept if line.startswith("update ") and "/30 |" in line]) == (1 if terminal else 3)
     # A log file (nohup, a pipe) gets plain lines: no carriage return or erase code, which only a terminal reads.
     assert terminal or ("\r" not in printed and "\033" not in printed)
+
+
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "pipe"])
+def test_the_eta_is_the_time_per_update_so_far_times_the_updates_left(capsys, monkeypatch, terminal):
+    """The line's bytes for a run resumed at update 2 of 10: no ETA before an update is done, then the seconds per
+    update since the start times the updates left; on a terminal each line is rewritten in place and `close` ends
+    it with a newline. Fails with the elapsed time, the updates done or the ETA's condition changed, the terminal
+    not detected, or the closing newline sent elsewhere (mutmut's survivors of Progress)."""
+    clock = iter([100.0, 104.0, 106.0])  # the start, then each show
+    monkeypatch.setattr(runs.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal)
+    progress = runs.Progress(total_updates=10, start_update=2)
+    progress.show(2, 0.0, {})
+    progress.show(4, 1000.0, {"train/return": 0.5, "eval/solve_rate/SixteenRooms": float("nan")})
+    progress.close()
+    lines = [
+        "update 2/10 | 0 env steps/s | ETA ?",
+        "update 4/10 | 1,000 env steps/s | ETA 0:00:18 | train/return 0.500",
+    ]
+    if terminal:
+        expected = "".join(f"\r{line}\033[K" for line in lines) + "\n"
+    else:
+        expected = "".join(f"{line}\n" for line in lines)
+    assert capsys.readouterr() == ("", expected)

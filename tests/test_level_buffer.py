@@ -288,6 +288,30 @@ def test_full_buffer_replaces_the_least_likely_slot_only_when_the_score_is_high_
     assert int(slot) == 1 and float(buffer.scores[1]) == pytest.approx(0.2) and int(buffer.mutations[1]) == 1
 
 
+def test_insert_of_one_level_has_the_defaults_of_insert_many():
+    """`insert` is `insert_many` of one level, defaults included: equal scores share their rank (the first of two
+    tied weakest slots is evicted; under slot order, the later one) and an evicted slot keeps its age. Fails with
+    `insert`'s ties defaulting to "slot_order" or its age reset by default (mutmut's survivor insert 3)."""
+    settings = dict(temperature=1.0, staleness_coef=0.0, prioritization="rank")
+    levels = small_levels(4, seed=3)
+    buffer = lb.empty_buffer(level_at(levels, 0), 3)
+    first = jax.tree.map(lambda x: x[:3], levels)
+    buffer, _ = lb.insert_many(
+        buffer, first, jnp.array([0.5, 0.5, 0.9]), jnp.zeros(3), jnp.zeros(3, jnp.int32), **settings
+    )
+    buffer = buffer.replace(ages=jnp.array([5, 7, 9], buffer.ages.dtype))
+    new = jax.tree.map(lambda x: x[3:], levels)
+    arguments = (jnp.float32(0.6), jnp.float32(0), jnp.int32(0))
+    one, slot = lb.insert(buffer, level_at(new, 0), *arguments, **settings)
+    many, slots = lb.insert_many(buffer, new, *(jnp.asarray(x)[None] for x in arguments), **settings)
+    assert int(slot) == int(slots[0]) == 0
+    jax.tree.map(np.testing.assert_array_equal, one, many)
+    np.testing.assert_array_equal(one.ages, [5, 7, 9])
+    _, slot_order = lb.insert(buffer, level_at(new, 0), *arguments, **settings, ties="slot_order")
+    reset, _ = lb.insert(buffer, level_at(new, 0), *arguments, **settings, reset_age_on_insert=True)
+    assert int(slot_order) == 1 and reset.ages.tolist() == [0, 7, 9], "the case tells each default from the other"
+
+
 def test_sequential_sampling_ages_and_vmaps_over_seeds():
     settings = dict(temperature=0.3, staleness_coef=0.5, prioritization="rank")
     levels = small_levels(8, seed=5)

@@ -446,7 +446,7 @@ def test_a_report_needs_the_training_logs(monkeypatch, tmp_path):
 def test_seed_sets_pool_into_one_table_and_only_of_one_experiment(tmp_path):
     """Two folders of one experiment with other seed sets (of any sizes): every checkpoint over both folders' seeds,
     and the held-out mean over checkpoints per seed; folders of another experiment, with seeds in common or evaluated
-    otherwise are refused."""
+    otherwise are refused; one folder gives its own table."""
     experiment = {"seeds": 2, "rollouts": 20, "maze_size": 7}
     rates = {0: {"cleanued": [0.1, 0.2], "minimax": [0.5, 0.6]}, 12: {"cleanued": [0.3, 0.4], "minimax": [0.7, 0.8]}}
     folders = []
@@ -492,3 +492,8 @@ def test_seed_sets_pool_into_one_table_and_only_of_one_experiment(tmp_path):
         pool_seed_sets.pooled_table(pool_seed_sets.Args(folders=tuple(folders)))
     with pytest.raises(ConfigError, match="seed sets overlap"):
         pool_seed_sets.pooled_table(pool_seed_sets.Args(folders=(folders[0], folders[0])))
+    alone = pool_seed_sets.pooled_table(pool_seed_sets.Args(folders=(folders[0],), bootstrap_resamples=200))
+    training = next(line for line in alone.splitlines() if line.startswith("| training distribution, 20 rollouts"))
+    assert "| 2/2 | 0.150 [" in training and "| -0.400 [" in training and training.endswith("| 0.33 | - |")
+    with pytest.raises(ConfigError, match="give at least one folder"):
+        pool_seed_sets.pooled_table(pool_seed_sets.Args(folders=()))

@@ -1,4 +1,5 @@
-"""Pool learning-comparison folders that differ only in their seed set (`--first-seed`): one table over all their seeds.
+"""Pool learning-comparison folders that differ only in their seed set (`--first-seed`): one table over all their seeds
+(one folder: its own table, with the same statistics).
 
 A difference found on one set of 12 seeds a side can be the spread; the same experiment on other seed sets tells.
 For one method, per checkpoint: the training-distribution and held-out solve rates, mean [95% percentile bootstrap
@@ -12,6 +13,7 @@ ones (common random numbers, as between the two sides).
 
     R=benchmarks/results/learning_vs_minimax_7x7_plr_12_seeds
     python benchmarks/learning/pool_seed_sets.py $R ${R}_set2 ${R}_set3
+    python benchmarks/learning/pool_seed_sets.py $R   # one seed set: the spread test and the difference's interval
 """
 
 import json
@@ -55,8 +57,8 @@ class Args:
 def check_one_experiment(folders: tuple[Path, ...]) -> None:
     """Refuse folders unless every setting but the seed set (first seed and number of seeds) is the same and no
     seed is in two of them (minimax's --seed ranges S+1..S+N must not overlap)."""
-    if len(folders) < 2:
-        raise ConfigError("give at least two folders to pool")
+    if not folders:
+        raise ConfigError("give at least one folder")
     experiments = []
     for folder in folders:
         path = folder / "experiment.json"
@@ -144,7 +146,7 @@ def pooled_table(args: Args) -> str:
         raise ConfigError(f"no evaluations of {args.method} in the folders")
     labels = ["training distribution"] + sorted({label for label, _, _ in values} - {"training distribution"})
     lines = [
-        f"{args.method}, {len(args.folders)} seed sets pooled: solve rates, mean [95% bootstrap interval] per side, the"
+        f"{args.method}, {len(args.folders)} seed set(s) pooled: solve rates, mean [95% bootstrap interval] per side, the"
         " difference of the means (cleanued - minimax) with its interval, and the p-values of Mann-Whitney U (ranks)"
         " and Brown-Forsythe (spread; - with fewer than 3 seeds a side)",
         "",

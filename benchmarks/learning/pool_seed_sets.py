@@ -146,9 +146,9 @@ def pooled_table(args: Args) -> str:
         raise ConfigError(f"no evaluations of {args.method} in the folders")
     labels = ["training distribution"] + sorted({label for label, _, _ in values} - {"training distribution"})
     lines = [
-        f"{args.method}, {len(args.folders)} seed set(s) pooled: solve rates, mean [95% bootstrap interval] per side, the"
-        " difference of the means (cleanued - minimax) with its interval, and the p-values of Mann-Whitney U (ranks)"
-        " and Brown-Forsythe (spread; - with fewer than 3 seeds a side)",
+        f"{args.method}, {len(args.folders)} seed set(s) pooled: solve rates, mean [95% bootstrap interval] per side,"
+        " the difference of the means (cleanued - minimax) with its interval, and the p-values of Mann-Whitney U"
+        " (ranks) and Brown-Forsythe (spread; - with fewer than 3 seeds a side)",
         "",
         "| quantity | seeds (cleanued/minimax) | cleanued | minimax | intervals overlap | difference | Mann-Whitney p"
         " | spread p |",

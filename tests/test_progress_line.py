@@ -1,6 +1,7 @@
 """What a run prints while it trains: the progress line is rewritten in place on a terminal, and the held-out
 results of each evaluation stay on the screen on a line of their own."""
 
+import io
 import sys
 import types
 
@@ -48,15 +49,31 @@ def test_evaluation_results_stay_on_screen(tmp_path, capsys, terminal):
     assert terminal or ("\r" not in printed and "\033" not in printed)
 
 
+class Stderr(io.StringIO):
+    """A stand-in for sys.stderr that keeps what had been written at each flush."""
+
+    def __init__(self, terminal: bool):
+        super().__init__()
+        self.terminal, self.flushed = terminal, []
+
+    def isatty(self) -> bool:
+        return self.terminal
+
+    def flush(self) -> None:
+        self.flushed.append(self.getvalue())
+
+
 @pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "pipe"])
-def test_the_eta_is_the_time_per_update_so_far_times_the_updates_left(capsys, monkeypatch, terminal):
+def test_the_eta_is_the_time_per_update_so_far_times_the_updates_left(monkeypatch, terminal):
     """The line's bytes for a run resumed at update 2 of 10: no ETA before an update is done, then the seconds per
-    update since the start times the updates left; on a terminal each line is rewritten in place and `close` ends
-    it with a newline. Fails with the elapsed time, the updates done or the ETA's condition changed, the terminal
-    not detected, or the closing newline sent elsewhere (mutmut's survivors of Progress)."""
+    update since the start times the updates left; on a terminal each line is rewritten in place (flushed at once:
+    it has no newline) and `close` ends it with a newline. Fails with the elapsed time, the updates done or the
+    ETA's condition changed, the terminal not detected, a line left unflushed, or the closing newline sent elsewhere
+    (mutmut's survivors of Progress)."""
     clock = iter([100.0, 104.0, 106.0])  # the start, then each show
     monkeypatch.setattr(runs.time, "perf_counter", lambda: next(clock))
-    monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal)
+    stderr = Stderr(terminal)
+    monkeypatch.setattr(sys, "stderr", stderr)
     progress = runs.Progress(total_updates=10, start_update=2)
     progress.show(2, 0.0, {})
     progress.show(4, 1000.0, {"train/return": 0.5, "eval/solve_rate/SixteenRooms": float("nan")})
@@ -65,8 +82,6 @@ def test_the_eta_is_the_time_per_update_so_far_times_the_updates_left(capsys, mo
         "update 2/10 | 0 env steps/s | ETA ?",
         "update 4/10 | 1,000 env steps/s | ETA 0:00:18 | train/return 0.500",
     ]
-    if terminal:
-        expected = "".join(f"\r{line}\033[K" for line in lines) + "\n"
-    else:
-        expected = "".join(f"{line}\n" for line in lines)
-    assert capsys.readouterr() == ("", expected)
+    shown = [f"\r{line}\033[K" if terminal else f"{line}\n" for line in lines]
+    assert stderr.getvalue() == "".join(shown) + ("\n" if terminal else "")
+    assert stderr.flushed == [shown[0], shown[0] + shown[1]]

@@ -66,11 +66,11 @@ class Stderr(io.StringIO):
 @pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "pipe"])
 def test_the_eta_is_the_time_per_update_so_far_times_the_updates_left(monkeypatch, terminal):
     """The line's bytes for a run resumed at update 2 of 10: no ETA before an update is done, then the seconds per
-    update since the start times the updates left; on a terminal each line is rewritten in place (flushed at once:
-    it has no newline) and `close` ends it with a newline. Fails with the elapsed time, the updates done or the
-    ETA's condition changed, the terminal not detected, a line left unflushed, or the closing newline sent elsewhere
-    (mutmut's survivors of Progress)."""
-    clock = iter([100.0, 104.0, 106.0])  # the start, then each show
+    update since the start times the updates left, in hours, minutes and seconds; on a terminal each line is
+    rewritten in place (flushed at once: it has no newline) and `close` ends it with a newline. Fails with the
+    elapsed time, the updates done or the ETA's condition or units changed, the terminal not detected, a line left
+    unflushed, or the closing newline sent elsewhere (mutmut's survivors of Progress and _duration)."""
+    clock = iter([100.0, 104.0, 1345.0])  # the start, then each show
     monkeypatch.setattr(runs.time, "perf_counter", lambda: next(clock))
     stderr = Stderr(terminal)
     monkeypatch.setattr(sys, "stderr", stderr)
@@ -80,7 +80,7 @@ def test_the_eta_is_the_time_per_update_so_far_times_the_updates_left(monkeypatc
     progress.close()
     lines = [
         "update 2/10 | 0 env steps/s | ETA ?",
-        "update 4/10 | 1,000 env steps/s | ETA 0:00:18 | train/return 0.500",
+        "update 4/10 | 1,000 env steps/s | ETA 1:02:15 | train/return 0.500",  # 1,245 s / 2 updates x 6 left
     ]
     shown = [f"\r{line}\033[K" if terminal else f"{line}\n" for line in lines]
     assert stderr.getvalue() == "".join(shown) + ("\n" if terminal else "")

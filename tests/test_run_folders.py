@@ -8,6 +8,7 @@ of --log-interval (so every schedule holds) and never past its end, Ctrl+C / SIG
 import csv
 import errno
 import json
+import math
 import os
 import re
 import shutil
@@ -15,9 +16,11 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import jax
+import numpy as np
 import pytest
 
 from algos import accel, accel_parallel, dr, paired, plr, plr_parallel, sfl
@@ -414,6 +417,28 @@ def test_a_row_with_a_cell_of_the_wrong_kind_is_refused_saying_which(tmp_path, h
     log.write_text(header + row + "\n" + last + "\n")
     with pytest.raises(ConfigError, match=re.escape(f"line 2 is malformed ({problem})")):
         runs.read_log(log, 4)
+
+
+def test_a_chunks_rows_name_each_entrys_point_and_seed_and_average_in_float64():
+    """`chunk_rows`: in a sweep, entry e is point e // seeds_per_point's seed e % seeds_per_point (without a sweep,
+    seed e); each metric is the mean of the chunk's updates in float64 without NaN (float32 would lose the 1 beside
+    1e8); the counts as given, wall time to 0.01 s and env steps/s to the unit. Fails with the point or seed named
+    or computed otherwise, the mean taken in float32, or the rounding changed (mutmut's survivors of chunk_rows and
+    nanmean); an all-NaN mean is NaN without numpy's warning."""
+    returns = np.array([[1e8, 1.0, -1e8], [np.nan, 0.5, np.nan], [0.25] * 3, [0.0] * 3], np.float32)
+    counts = dict(update=6, env_steps=768, wall_time=12.3456, env_steps_per_s=1234.6)
+    rows = runs.chunk_rows({"train/return": returns}, **counts, student_updates=np.arange(3, 7), seeds_per_point=2)
+    assert [(row["point"], row["seed"]) for row in rows] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert [row["train/return"] for row in rows] == [1 / 3, 0.5, 0.25, 0.0]
+    logged = ("update", "student_updates", "env_steps", "wall_time", "sps")
+    assert {key: rows[3][key] for key in logged} == dict(
+        update=6, student_updates=6, env_steps=768, wall_time=12.35, sps=1235
+    )
+    alone = runs.chunk_rows({"train/return": returns}, **counts, student_updates=np.arange(3, 7))
+    assert [row["seed"] for row in alone] == [0, 1, 2, 3] and "point" not in alone[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy warns on the mean of nothing; a chunk where no episode ended must not
+        assert math.isnan(runs.nanmean(np.full(3, np.nan, np.float32)))
 
 
 def test_an_empty_log_is_refused_in_one_line(tmp_path):

@@ -15,7 +15,7 @@ from common import checkpoint
 from common.config import check_resumable, flags_of, with_flags
 from common.errors import ConfigError
 from common.evaluate import describe, mean_and_interval
-from common.runs import CsvLog, chunk_rows, read_log, stop_reason
+from common.runs import CsvLog, chunk_rows, compile_timed, read_log, stop_reason
 
 
 def test_checkpoint_round_trip_with_typed_keys(tmp_path):
@@ -161,6 +161,9 @@ def test_a_schedule_over_the_run_fixes_its_length_on_resume(module, schedule):
 
 
 def test_stop_reasons():
+    """Each limit stops a run once it is reached, not only once it is passed. Fails with `>` for `>=` in any of
+    them (mutmut's survivor of stop_reason 10: --train-seconds)."""
+
     @dataclasses.dataclass
     class Limits:
         total_updates: int = 100
@@ -172,7 +175,15 @@ def test_stop_reasons():
     assert "total-updates" in stop_reason(Limits(), 100, 100, 1.0, 5)
     assert "total-student-updates 40" in stop_reason(Limits(), 10, 100, 1.0, 40), "the fewest of any seed"
     assert "total-env-steps" in stop_reason(Limits(), 10, 5000, 1.0, 5)
-    assert "train-seconds" in stop_reason(Limits(), 10, 100, 61.0, 5)
+    assert "train-seconds" in stop_reason(Limits(), 10, 100, 60.0, 5)
+    assert stop_reason(Limits(), 99, 4999, 59.9, 39) is None
+
+
+def test_compile_timed_returns_the_compiled_program_and_says_how_long_it_took(capsys):
+    """Fails with the line's text or its stream changed (mutmut's survivors of compile_timed 4-7)."""
+    compiled = compile_timed("double", jax.jit(lambda x: 2 * x), jnp.ones(3))
+    assert compiled(jnp.ones(3)).tolist() == [2.0, 2.0, 2.0]
+    assert re.fullmatch(r"compiled double in \d+\.\ds\n", capsys.readouterr().err)
 
 
 def test_chunk_rows_average_each_seed_and_skip_missing_episodes():

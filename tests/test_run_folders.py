@@ -25,7 +25,7 @@ import pytest
 
 from algos import accel, accel_parallel, dr, paired, plr, plr_parallel, sfl
 from common import checkpoint, devices, driver, runs
-from common.config import log_intervals_resuming_at, parse_command_line, with_flags
+from common.config import flags_of, log_intervals_resuming_at, parse_command_line, with_flags
 from common.errors import ConfigError, DoesNotFit
 from tests.states import assert_states_close, command_in_process, newest_state, run_script
 
@@ -417,6 +417,17 @@ def test_a_row_with_a_cell_of_the_wrong_kind_is_refused_saying_which(tmp_path, h
     log.write_text(header + row + "\n" + last + "\n")
     with pytest.raises(ConfigError, match=re.escape(f"line 2 is malformed ({problem})")):
         runs.read_log(log, 4)
+
+
+def test_a_sweeps_points_are_recorded_by_number_beside_its_config(tmp_path):
+    """`record_config` of a zipped sweep: points.csv numbers each point with its values, as logs.csv and the
+    evaluations name them, and config.json holds the script and every flag. Fails with the sweep or its zip
+    ignored, or points.csv or config.json written otherwise or elsewhere (mutmut's survivors of record_config)."""
+    config = tiny(tmp_path, sweep=("lr=1e-4,3e-4", "gamma=0.9,0.99"), sweep_zip=True)
+    runs.record_config(tmp_path, config, "algos/dr.py")
+    assert (tmp_path / "points.csv").read_text() == "point,lr,gamma\n0,0.0001,0.9\n1,0.0003,0.99\n"
+    assert json.loads((tmp_path / "config.json").read_text()) == {"script": "algos/dr.py", "config": flags_of(config)}
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["config.json", "points.csv"]
 
 
 def test_a_chunks_rows_name_each_entrys_point_and_seed_and_average_in_float64():

@@ -85,6 +85,19 @@ def test_run_name_dot_dot_with_overwrite_deletes_nothing(tmp_path):
     assert snapshot(tmp_path) == before
 
 
+def test_a_locked_folder_is_refused_in_one_line_and_free_once_released(tmp_path):
+    """A second lock on a run folder (here from the same process: flock locks belong to each open) is a one-line
+    refusal that leaves no descriptor open; once the holder closes, the folder can be locked again. Fails with the
+    refusal's message or its descriptor's closing changed (mutmut's survivors of lock_run_folder 11 and 12)."""
+    holder = runs.lock_run_folder(tmp_path)
+    open_before = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(ConfigError, match=f"^{re.escape(str(tmp_path))} is in use by another process; wait for it"):
+        runs.lock_run_folder(tmp_path)
+    assert len(os.listdir("/proc/self/fd")) == open_before
+    os.close(holder)
+    os.close(runs.lock_run_folder(tmp_path))
+
+
 def test_a_marker_that_cannot_be_read_proves_nothing(tmp_path, monkeypatch):
     """`is_run_folder` is false when reading the marker fails (no permission, an I/O error), as for a folder
     without one. Fails with the error taken as proof (mutmut's survivor of is_run_folder 7)."""

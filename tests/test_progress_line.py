@@ -85,3 +85,28 @@ def test_the_eta_is_the_time_per_update_so_far_times_the_updates_left(monkeypatc
     shown = [f"\r{line}\033[K" if terminal else f"{line}\n" for line in lines]
     assert stderr.getvalue() == "".join(shown) + ("\n" if terminal else "")
     assert stderr.flushed == [shown[0], shown[0] + shown[1]]
+
+
+@pytest.mark.parametrize(
+    ("points", "seeds", "averaged"),
+    [(2, 3, "2 points x 3 seeds"), (2, 1, "2 points x 1 seeds"), (None, 1, "1 seeds")],
+    ids=["sweep", "sweep-one-seed", "one-seed"],
+)
+def test_the_evaluation_line_says_how_many_points_and_seeds_it_averages(tmp_path, capsys, points, seeds, averaged):
+    """The held-out line counts a sweep's points and seeds from its last row, and a run's seeds from its rows.
+    Fails with either count read from another row or shifted, or the point column looked up elsewhere (mutmut's
+    survivors of RunLog.write 32-48)."""
+    sweep = ("lr=1e-4,3e-4",) if points else ()
+    config = types.SimpleNamespace(
+        run=types.SimpleNamespace(track=False, total_updates=30, eval_episodes=10, sweep=sweep)
+    )
+    headline = ("eval/solve_rate/SixteenRooms",)
+    log = RunLog(config, tmp_path, list(headline), 0, headline, None)
+    log.progress.interactive = False
+    rows = [
+        {**({"point": point} if points else {}), "seed": seed, "update": 10, headline[0]: 0.5}
+        for point in range(points or 1)
+        for seed in range(seeds)
+    ]
+    log.write(rows, 1.0)
+    assert f"(10 episodes a maze and seed, mean of {averaged}; common.evaluate" in capsys.readouterr().err

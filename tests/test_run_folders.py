@@ -385,6 +385,16 @@ LOG_HEADER = "seed,update,env_steps,loss\n"
         (LOG_HEADER + "0,2,64,0.5\n0,4,128,0.25\n0,6,192,0.125\n", 4, [2, 4], []),
         (LOG_HEADER + "0,2,64,0.5\n0,4,128,0.25\n", 4, [2, 4], []),
         ("seed,update,env_steps\n0,2,64\n", 2, [2], []),
+        (LOG_HEADER, 4, [], ["{log} ends at update 0 but the checkpoint is at 4: those rows are lost"]),
+        (
+            LOG_HEADER + "0,2,64,0.5\n0,4.5,128,0.25\n",
+            4,
+            [2],
+            [
+                "{log}: dropped the malformed last row (update is '4.5')",
+                "{log} ends at update 2 but the checkpoint is at 4: those rows are lost",
+            ],
+        ),
         (
             LOG_HEADER + "0,2,64,0.5\n0,4,128,0.2500000000000000000000000000000000000000000000",
             4,
@@ -395,14 +405,24 @@ LOG_HEADER = "seed,update,env_steps,loss\n"
             ],
         ),
     ],
-    ids=["missing", "missing-at-0", "rows-past-the-checkpoint", "whole", "counts-only", "torn"],
+    ids=[
+        "missing",
+        "missing-at-0",
+        "rows-past-the-checkpoint",
+        "whole",
+        "counts-only",
+        "header-only",
+        "malformed-last",
+        "torn",
+    ],
 )
 def test_the_log_a_resume_continues_is_read_row_by_row(tmp_path, text, resume_update, updates, warnings):
     """`read_log` on its own: a missing log (a warning only once rows could be lost), rows past the checkpoint
-    dropped silently, a whole last row kept, a header of the three counts alone taken, a torn last row dropped with
-    its first 40 characters shown. Fails with the missing-log warning changed or its return, with lines read
-    without their ends (every last row then looks torn), with another line or length shown for the torn one, or
-    with the header's counts required to come with more (mutmut's survivors of read_log)."""
+    dropped silently, a whole last row kept, a header of the three counts alone taken, a header without rows, a
+    malformed last row dropped with a warning, a torn last row dropped with its first 40 characters shown. Fails
+    with the missing-log warning changed or its return, with lines read without their ends (every last row then
+    looks torn), with another line or length shown for the torn one, with the header's counts required to come with
+    more, or with the last update of no rows taken as other than 0 (mutmut's survivors of read_log)."""
     log = tmp_path / "logs.csv"
     if text is not None:
         log.write_text(text)
@@ -439,7 +459,9 @@ def test_a_sweeps_points_are_recorded_by_number_beside_its_config(tmp_path):
     config = tiny(tmp_path, sweep=("lr=1e-4,3e-4", "gamma=0.9,0.99"), sweep_zip=True)
     runs.record_config(tmp_path, config, "algos/dr.py")
     assert (tmp_path / "points.csv").read_text() == "point,lr,gamma\n0,0.0001,0.9\n1,0.0003,0.99\n"
-    assert json.loads((tmp_path / "config.json").read_text()) == {"script": "algos/dr.py", "config": flags_of(config)}
+    text = (tmp_path / "config.json").read_text()
+    assert json.loads(text) == {"script": "algos/dr.py", "config": flags_of(config)}
+    assert text.startswith('{\n  "script": "algos/dr.py",\n  "config": {\n    "'), "indented for a reader"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["config.json", "points.csv"]
 
 

@@ -378,7 +378,7 @@ LOG_HEADER = "seed,update,env_steps,loss\n"
 
 
 @pytest.mark.parametrize(
-    ("text", "resume_update", "updates", "warnings"),
+    ("text", "resume_update", "updates", "expected_warnings"),
     [
         (None, 4, [], ["{log} is missing; the log restarts at update 4"]),
         (None, 0, [], []),
@@ -416,7 +416,7 @@ LOG_HEADER = "seed,update,env_steps,loss\n"
         "torn",
     ],
 )
-def test_the_log_a_resume_continues_is_read_row_by_row(tmp_path, text, resume_update, updates, warnings):
+def test_the_log_a_resume_continues_is_read_row_by_row(tmp_path, text, resume_update, updates, expected_warnings):
     """`read_log` on its own: a missing log (a warning only once rows could be lost), rows past the checkpoint
     dropped silently, a whole last row kept, a header of the three counts alone taken, a header without rows, a
     malformed last row dropped with a warning, a torn last row dropped with its first 40 characters shown. Fails
@@ -429,7 +429,7 @@ def test_the_log_a_resume_continues_is_read_row_by_row(tmp_path, text, resume_up
     previous = runs.read_log(log, resume_update)
     assert [int(row["update"]) for row in previous.rows] == updates
     assert previous.columns == ([] if text is None else text.splitlines()[0].split(","))
-    assert previous.warnings == [warning.format(log=log) for warning in warnings]
+    assert previous.warnings == [warning.format(log=log) for warning in expected_warnings]
 
 
 @pytest.mark.parametrize(

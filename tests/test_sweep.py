@@ -179,59 +179,9 @@ def test_a_resumed_sweep_equals_it_uninterrupted_and_evaluate_and_report_name_it
     assert (tmp_path / "report" / "sweep.png").stat().st_size > 5_000
 
 
-def test_wandb_has_a_run_per_point_and_seed_holding_the_points_values(tmp_path, monkeypatch):
-    """--track in a sweep: each point's seed is its own wandb run whose config has the swept values (a zipped
-    sweep's points zipped) and the seed's index; a chunk's rows reach their own runs, also when a stopped point has
-    none, without the metrics not measured in that chunk (NaN). Without a sweep a run per seed; every run in the
-    project, entity and group (the run name) it was given, under the run folder, each its own. Fails with any of
-    these settings dropped (mutmut's survivors of WandbLogger)."""
-    made = []
-
-    class Run:
-        def __init__(self, **settings):
-            self.settings, self.logged = settings, []
-            made.append(self)
-
-        def log(self, row, step):
-            self.logged.append((step, row))
-
-    monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=lambda **settings: Run(**settings)))
-    _, config = config_of("dr", tmp_path, run_name="tracked", sweep=("lr=1e-4,3e-4",))
-    logger = WandbLogger(config, tmp_path / "tracked")
-    assert [run.settings["name"] for run in made] == [f"tracked-point{p}-seed{s}" for p in range(2) for s in range(2)]
-    assert [(run.settings["config"]["point"], run.settings["config"]["lr"]) for run in made] == [
-        (0, 1e-4),
-        (0, 1e-4),
-        (1, 3e-4),
-        (1, 3e-4),
-    ]
-    logger.log([{"point": 1, "seed": 0, "update": 4, "train/return": 0.5}, {"point": 1, "seed": 1, "update": 4}])
-    assert [len(run.logged) for run in made] == [0, 0, 1, 1]
-    assert made[2].logged == [(4, {"update": 4, "train/return": 0.5})]
-    logger.log([{"point": 0, "seed": 0, "update": 6, "train/return": 0.1, "eval/return/SixteenRooms": math.nan}])
-    assert made[0].logged == [(6, {"update": 6, "train/return": 0.1})], "a metric not measured this chunk is left out"
-    assert [run.settings["config"]["seed_index"] for run in made] == [0, 1, 0, 1]
-    shared = {"project": "cleanued", "entity": "lab", "group": "named", "dir": str(tmp_path), "reinit": "create_new"}
-    made.clear()
-    _, alone = config_of("dr", tmp_path, run_name="named", wandb_entity="lab")
-    WandbLogger(alone, tmp_path)
-    assert [run.settings["name"] for run in made] == ["named-seed0", "named-seed1"]
-    assert all({key: run.settings[key] for key in shared} == shared for run in made)
-    made.clear()
-    zipped = ("lr=1e-4,3e-4", "gamma=0.9,0.99")
-    _, config = config_of("dr", tmp_path, run_name="zipped", sweep=zipped, sweep_zip=True)
-    WandbLogger(config, tmp_path)
-    assert [(run.settings["config"]["lr"], run.settings["config"]["gamma"]) for run in made[::2]] == [
-        (1e-4, 0.9),
-        (3e-4, 0.99),
-    ]
-
-
-def test_a_tracked_sweeps_log_names_each_rows_point_and_sends_the_rows_to_wandb(tmp_path, monkeypatch):
-    """What a run's log step writes, through `RunLog`: a sweep's logs.csv starts with the point column, and with
-    --track the rows reach the wandb run of their point and seed, under the run folder; without --track no wandb
-    run is made. Fails with the point column dropped or renamed, wandb left out or given other arguments, or the
-    rows not passed on (mutmut's survivors of RunLog)."""
+@pytest.fixture
+def wandb_runs(monkeypatch) -> list:
+    """A stand-in `wandb` module; the list holds each run `wandb.init` made, with its settings and logged rows."""
     made = []
 
     class Run:
@@ -246,9 +196,58 @@ def test_a_tracked_sweeps_log_names_each_rows_point_and_sends_the_rows_to_wandb(
             pass
 
     monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=lambda **settings: Run(**settings)))
+    return made
+
+
+def test_wandb_has_a_run_per_point_and_seed_holding_the_points_values(tmp_path, wandb_runs):
+    """--track in a sweep: each point's seed is its own wandb run whose config has the swept values (a zipped
+    sweep's points zipped) and the seed's index; a chunk's rows reach their own runs, also when a stopped point has
+    none, without the metrics not measured in that chunk (NaN). Without a sweep a run per seed; every run in the
+    project, entity and group (the run name) it was given, under the run folder, each its own. Fails with any of
+    these settings dropped (mutmut's survivors of WandbLogger)."""
+    _, config = config_of("dr", tmp_path, run_name="tracked", sweep=("lr=1e-4,3e-4",))
+    logger = WandbLogger(config, tmp_path / "tracked")
+    assert [run.settings["name"] for run in wandb_runs] == [
+        f"tracked-point{p}-seed{s}" for p in range(2) for s in range(2)
+    ]
+    assert [(run.settings["config"]["point"], run.settings["config"]["lr"]) for run in wandb_runs] == [
+        (0, 1e-4),
+        (0, 1e-4),
+        (1, 3e-4),
+        (1, 3e-4),
+    ]
+    logger.log([{"point": 1, "seed": 0, "update": 4, "train/return": 0.5}, {"point": 1, "seed": 1, "update": 4}])
+    assert [len(run.logged) for run in wandb_runs] == [0, 0, 1, 1]
+    assert wandb_runs[2].logged == [(4, {"update": 4, "train/return": 0.5})]
+    logger.log([{"point": 0, "seed": 0, "update": 6, "train/return": 0.1, "eval/return/SixteenRooms": math.nan}])
+    assert wandb_runs[0].logged == [(6, {"update": 6, "train/return": 0.1})], (
+        "a metric not measured this chunk is left out"
+    )
+    assert [run.settings["config"]["seed_index"] for run in wandb_runs] == [0, 1, 0, 1]
+    shared = {"project": "cleanued", "entity": "lab", "group": "named", "dir": str(tmp_path), "reinit": "create_new"}
+    wandb_runs.clear()
+    _, alone = config_of("dr", tmp_path, run_name="named", wandb_entity="lab")
+    WandbLogger(alone, tmp_path)
+    assert [run.settings["name"] for run in wandb_runs] == ["named-seed0", "named-seed1"]
+    assert all({key: run.settings[key] for key in shared} == shared for run in wandb_runs)
+    wandb_runs.clear()
+    zipped = ("lr=1e-4,3e-4", "gamma=0.9,0.99")
+    _, config = config_of("dr", tmp_path, run_name="zipped", sweep=zipped, sweep_zip=True)
+    WandbLogger(config, tmp_path)
+    assert [(run.settings["config"]["lr"], run.settings["config"]["gamma"]) for run in wandb_runs[::2]] == [
+        (1e-4, 0.9),
+        (3e-4, 0.99),
+    ]
+
+
+def test_a_tracked_sweeps_log_names_each_rows_point_and_sends_the_rows_to_wandb(tmp_path, wandb_runs):
+    """What a run's log step writes, through `RunLog`: a sweep's logs.csv starts with the point column, and with
+    --track the rows reach the wandb run of their point and seed, under the run folder; without --track no wandb
+    run is made. Fails with the point column dropped or renamed, wandb left out or given other arguments, or the
+    rows not passed on (mutmut's survivors of RunLog)."""
     _, config = config_of("dr", tmp_path, run_name="tracked", sweep=("lr=1e-4,3e-4",), track=True)
     log = RunLog(config, tmp_path, ["train/return"], 0, ("train/return",), None)
-    assert [run.settings["dir"] for run in made] == [str(tmp_path)] * 4
+    assert [run.settings["dir"] for run in wandb_runs] == [str(tmp_path)] * 4
     rows = [
         {"point": point, "seed": seed, "update": 2, "student_updates": 2, "env_steps": 64, "train/return": 0.25}
         for point in range(2)
@@ -259,14 +258,14 @@ def test_a_tracked_sweeps_log_names_each_rows_point_and_sends_the_rows_to_wandb(
     with open(tmp_path / "logs.csv") as handle:
         header = next(csv.reader(handle))
     assert header[:2] == ["point", "seed"]
-    assert [run.logged for run in made] == [
+    assert [run.logged for run in wandb_runs] == [
         [(2, {"update": 2, "student_updates": 2, "env_steps": 64, "train/return": 0.25})]
     ] * 4
-    made.clear()
+    wandb_runs.clear()
     _, untracked = config_of("dr", tmp_path / "plain", run_name="plain")
     (tmp_path / "plain").mkdir()
     RunLog(untracked, tmp_path / "plain", ["train/return"], 0, ("train/return",), None).close()
-    assert made == []
+    assert wandb_runs == []
 
 
 @pytest.mark.slow

@@ -48,8 +48,8 @@ def fake_minimax_venv(tmp_path):
 
 @pytest.mark.slow
 def test_bench_algos_sweep_reports_every_setting_with_provenance():
-    stdout = run_script("benchmarks/speed/bench_algos.py", "--algos", "plr", "--num-envs", "2", "4", *TINY).stdout
-    results = json_lines(stdout)
+    args = ("--algos", "plr", "--num-envs", "2", "4", *TINY, "--repeats", "3")  # three calls: a range to report
+    results = json_lines(run_script("benchmarks/speed/bench_algos.py", *args).stdout)
     assert [(r["algo"], r["num_envs"], r["num_seeds"]) for r in results] == [("plr", 2, 1), ("plr", 4, 1)]
     for result in results:
         assert REQUIRED_FIELDS <= result.keys()
@@ -57,6 +57,8 @@ def test_bench_algos_sweep_reports_every_setting_with_provenance():
         assert result["config"]["num_envs"] == result["num_envs"] and result["config"]["lstm_size"] == 8
         per_update = result["num_envs"] * 4 / result["steady_s_per_update"]
         assert result["env_steps_per_s"] == pytest.approx(per_update, rel=0.05)  # s/update is rounded
+        fastest, slowest = result["s_per_update_range"]
+        assert 0 < fastest <= result["steady_s_per_update"] <= slowest
 
 
 @pytest.mark.slow

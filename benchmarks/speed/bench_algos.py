@@ -178,6 +178,11 @@ def measure(name: str, args: Args, num_envs: int, num_seeds: int) -> dict:
         "sharded": "envs" if placement.shard_envs else ("seeds" if placement.num_devices > 1 else "-"),
         "compile_s": round(compile_s, 2),
         "steady_s_per_update": round(per_update, 4),
+        # The fastest and slowest timed calls: whether two settings' medians differ by more than the calls' spread.
+        "s_per_update_range": [
+            round(min(durations) / args.updates_per_call, 4),
+            round(max(durations) / args.updates_per_call, 4),
+        ],
         "env_steps_per_s": round(config.env_steps_per_update * num_entries / per_update),
         # Replay methods: the share of timed updates that replayed (and so took the PPO step).
         "replay_fraction": None if jnp.isnan(replay_fractions[0]) else round(statistics.mean(replay_fractions), 3),

@@ -1,0 +1,204 @@
+"""Fork seeds of a cleanued run at one of its checkpoints: a new run folder whose seeds are copies of the chosen
+seeds' whole state there (networks, optimizer, level buffer, counters), each copy with fresh random keys, so that
+the script's `--resume` continues every copy under other random draws.
+
+A seed that stalls in every run of the same seed may be in a trap its curriculum cannot leave, or it may have had
+bad luck after the checkpoint: if its copies stall too, the state at the checkpoint holds the cause (and the
+statistics logged up to it are where to look); if they learn like the other seeds, the cause came later. Copies of a
+healthy seed, forked in the same folder, are the control.
+
+Seed j of the new run is a copy of `--seeds[j // --forks]`; its logs.csv starts with that seed's rows up to the
+checkpoint. The new run's `seed` is `--fork-seed`, from which the copies' keys are drawn. Then:
+
+    python benchmarks/learning/fork_run.py fork --run-dir RUNS/cleanued_plr --update 200 --seeds 4 7 --forks 6 \\
+        --run-name plr_fork_200
+    python algos/plr.py --runs-dir RUNS --run-name plr_fork_200 --resume --total-updates 500
+    python benchmarks/learning/fork_run.py evaluate --run-dir RUNS/plr_fork_200 --sources 4 7 --forks 6
+
+`evaluate` plays each archived checkpoint of a run on the training distribution, as the learning comparison's
+evaluate stage does (benchmarks/learning/learning_vs_minimax_evaluate.py: its 512 levels and seeds), and prints the
+solve rates per checkpoint and copy.
+"""
+
+import csv
+import os
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Annotated
+
+import jax
+import numpy as np
+import tyro
+
+# SCAFFOLDING: put the repo root on sys.path so the script runs as `python benchmarks/learning/fork_run.py`.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.learning.learning_vs_minimax_config import Args as HarnessArgs  # noqa: E402
+from benchmarks.learning.learning_vs_minimax_evaluate import Evaluator  # noqa: E402
+from common.checkpoint import Checkpoints, checkpoint_path, checkpoint_update, list_checkpoints  # noqa: E402
+from common.config import AT_LEAST_ONE, NON_NEGATIVE, flags_of, read_saved_config, with_flags  # noqa: E402
+from common.errors import ConfigError  # noqa: E402
+from common.evaluate import load_run  # noqa: E402
+from common.runs import one_line_errors, open_run_folder  # noqa: E402
+from common.sweep import run_functions  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Fork:
+    """Make the forked run folder (train it with the script's --resume)."""
+
+    run_dir: Path
+    """The run to fork."""
+    update: Annotated[int, NON_NEGATIVE]
+    """The checkpoint to fork at (in checkpoints/ or checkpoints/archive/)."""
+    seeds: tuple[int, ...]
+    """The run's seeds to copy, in the new run's order."""
+    run_name: str
+    """The new run's folder, beside the forked one unless --runs-dir."""
+    forks: Annotated[int, AT_LEAST_ONE] = 6
+    """Copies of each seed."""
+    fork_seed: int = 1
+    """The new run's seed: the copies' keys are drawn from it."""
+    runs_dir: Path | None = None
+    """Where the new run's folder goes (default: the forked run's runs_dir)."""
+
+
+@dataclass(frozen=True)
+class Evaluate:
+    """Solve rates of a run's archived checkpoints on the training distribution, per seed."""
+
+    run_dir: Path
+    sources: tuple[int, ...] = ()
+    """The forked seeds (`fork --seeds`), to label each seed of a forked run; empty: the run's own seeds."""
+    forks: Annotated[int, AT_LEAST_ONE] = 6
+    """`fork --forks` of the forked run."""
+    seeds: tuple[int, ...] = ()
+    """Only these seeds of the run (empty: all)."""
+
+
+def checkpoint_at(run_dir: Path, update: int) -> Path:
+    """The run's checkpoint of `update`, archived or kept."""
+    for folder in (run_dir / "checkpoints", run_dir / "checkpoints" / "archive"):
+        if (path := checkpoint_path(folder, update)).is_file():
+            return path
+    saved = sorted({checkpoint_update(path) for path in archived_checkpoints(run_dir)})
+    raise ConfigError(f"{run_dir} has no checkpoint of update {update} (it has {saved or 'none'})")
+
+
+def archived_checkpoints(run_dir: Path) -> list[Path]:
+    """Every checkpoint of the run, one per update, oldest first."""
+    found = list_checkpoints(run_dir / "checkpoints" / "archive") + list_checkpoints(run_dir / "checkpoints")
+    return sorted({checkpoint_update(path): path for path in found}.values(), key=checkpoint_update)
+
+
+def forked_state(runner, sources: np.ndarray, fork_key):
+    """`runner` (every leaf led by the seed axis) gathered at `sources`, every random key replaced by a fresh one
+    per copy and per key leaf."""
+    gathered = jax.tree.map(lambda leaf: leaf[sources], runner)
+    leaves, treedef = jax.tree.flatten(gathered)
+    fresh = [
+        jax.random.split(jax.random.fold_in(fork_key, index), leaf.shape)
+        if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
+        else leaf
+        for index, leaf in enumerate(leaves)
+    ]
+    return jax.tree.unflatten(treedef, fresh)
+
+
+def copy_log_rows(source: Path, target: Path, sources: np.ndarray, update: int) -> int:
+    """Write `target` with `source`'s header and, for each new seed j, the rows of seed `sources[j]` up to `update`
+    renumbered j. Returns the rows written."""
+    with open(source, newline="") as file:
+        reader = csv.reader(file)
+        header = next(reader)
+        rows = list(reader)
+    seed, at = header.index("seed"), header.index("update")
+    written = []
+    for new_seed, old_seed in enumerate(sources.tolist()):
+        for row in rows:
+            if int(row[seed]) == old_seed and int(row[at]) <= update:
+                written.append([str(new_seed) if column == seed else cell for column, cell in enumerate(row)])
+    written.sort(key=lambda row: (int(row[at]), int(row[seed])))
+    with open(target, "w", newline="") as file:
+        csv.writer(file).writerows([header, *written])
+    return len(written)
+
+
+def fork(args: Fork) -> Path:
+    """Make the forked run folder; returns it."""
+    loaded = load_run(args.run_dir, checkpoint_at(args.run_dir, args.update))
+    num_seeds = loaded.config.run.num_seeds
+    if bad := [seed for seed in args.seeds if not 0 <= seed < num_seeds]:
+        raise ConfigError(f"--seeds {bad}: {args.run_dir} has seeds 0-{num_seeds - 1}")
+    sources = np.repeat(np.asarray(args.seeds), args.forks)
+    config = with_flags(
+        loaded.config,
+        num_seeds=len(sources),
+        seed=args.fork_seed,
+        run_name=args.run_name,
+        runs_dir=str(args.runs_dir or loaded.config.run.runs_dir),
+        archive_interval=loaded.config.run.archive_interval or loaded.config.run.checkpoint_interval,
+    )
+    if shared := [leaf.shape for leaf in jax.tree.leaves(loaded.runner) if leaf.shape[:1] != (num_seeds,)]:
+        raise ConfigError(f"{args.run_dir}'s state has leaves without a seed axis ({shared[:3]}): cannot fork it")
+    state = forked_state(loaded.runner, sources, jax.random.key(args.fork_seed))
+    script = read_saved_config(args.run_dir)["script"]
+    functions = run_functions(config, loaded.module.make_train, script)
+    expected = jax.eval_shape(functions.init, jax.random.split(jax.random.key(0), len(sources)))
+    if [leaf.shape for leaf in jax.tree.leaves(state)] != [leaf.shape for leaf in jax.tree.leaves(expected)]:
+        raise ConfigError(f"{args.run_dir}'s forked state does not have the shapes of a run of {len(sources)} seeds")
+    folder = open_run_folder(config, script)
+    try:
+        saved = Checkpoints(folder.path, config.run.keep_checkpoints, config.run.archive_interval, flags_of(config))
+        saved.save(state, args.update)
+        rows = copy_log_rows(args.run_dir / "logs.csv", folder.path / "logs.csv", sources, args.update)
+    finally:
+        os.close(folder.lock)
+    print(f"{folder.path}: seeds {args.seeds} x {args.forks} at update {args.update} ({rows} log rows)")
+    return folder.path
+
+
+def evaluate(args: Evaluate) -> list[dict]:
+    """One record per archived checkpoint and seed: the training-distribution solve rate."""
+    records = []
+    evaluator = None
+    for path in archived_checkpoints(args.run_dir):
+        loaded = load_run(args.run_dir, path)
+        if evaluator is None:
+            config = loaded.config
+            harness = replace(
+                HarnessArgs(),
+                maze_size=config.env.maze_size,
+                n_walls=config.env.n_walls,
+                max_steps=config.env.max_steps,
+                lstm_size=config.ppo.lstm_size,
+            )
+            evaluator = Evaluator(harness)
+        params = loaded.functions.policies["student"](loaded.runner)
+        for seed in args.seeds or range(loaded.config.run.num_seeds):
+            returns = evaluator.training_levels(jax.tree.map(lambda x, s=seed: x[s], params), loaded.update, seed)
+            source = args.sources[seed // args.forks] if args.sources else seed
+            records.append(
+                {"update": loaded.update, "seed": seed, "source": source, "solve_rate": float(np.mean(returns > 0))}
+            )
+    return records
+
+
+def main() -> None:
+    with one_line_errors():
+        command = tyro.extras.subcommand_cli_from_dict({"fork": Fork, "evaluate": Evaluate}, description=__doc__)
+        if isinstance(command, Fork):
+            fork(command)
+            return
+        records = evaluate(command)
+        updates = sorted({record["update"] for record in records})
+        print("| update | source seed | solve rates of its copies |\n|---:|---:|---|")
+        for update in updates:
+            for source in dict.fromkeys(record["source"] for record in records):
+                rates = [r["solve_rate"] for r in records if r["update"] == update and r["source"] == source]
+                print(f"| {update} | {source} | {' '.join(f'{rate:.2f}' for rate in rates)} |")
+
+
+if __name__ == "__main__":
+    main()

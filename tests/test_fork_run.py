@@ -1,0 +1,125 @@
+"""benchmarks/learning/fork_run.py: a fork copies the chosen seeds' whole state at a checkpoint with fresh random keys
+and their log rows; the script's --resume trains the copies apart; `evaluate` plays each copy's own parameters; bad
+input is refused in one line before a folder is made. Mutation checked by hand: with `forked_state` keeping the
+keys, the key and divergence checks fail; with `sources` not repeated per fork (`np.tile`), the state check fails;
+with the evaluated seed's index off by one, the evaluation check fails; with rows past the fork copied, the log check
+fails."""
+
+import csv
+from dataclasses import replace
+
+import jax
+import numpy as np
+import pytest
+
+from algos import plr
+from benchmarks.learning import fork_run
+from benchmarks.learning.learning_vs_minimax_config import Args as HarnessArgs
+from benchmarks.learning.learning_vs_minimax_evaluate import Evaluator
+from common import checkpoint
+from common.config import with_flags
+from common.errors import ConfigError
+from tests.states import run_script
+
+TINY = dict(
+    num_seeds=2,
+    num_envs=4,
+    num_steps=8,
+    lstm_size=8,
+    maze_size=5,
+    n_walls=3,
+    max_steps=8,
+    buffer_size=16,
+    total_updates=4,
+    log_interval=2,
+    eval_interval=0,
+    checkpoint_interval=2,
+    archive_interval=2,
+    screenshot_interval=0,
+)
+
+
+def state_at(run_dir, config, update):
+    template = jax.eval_shape(plr.make_train(config).init, jax.random.split(jax.random.key(0), config.run.num_seeds))
+    return checkpoint.load(fork_run.checkpoint_at(run_dir, update), template)[0]
+
+
+def log_rows(run_dir):
+    with open(run_dir / "logs.csv", newline="") as file:
+        return list(csv.DictReader(file))
+
+
+@pytest.fixture(scope="module")
+def forked(tmp_path_factory):
+    """A tiny Robust PLR run of 2 seeds and 4 updates, forked at update 2 (seeds 1 and 0, two copies each) and
+    resumed to update 4."""
+    runs = tmp_path_factory.mktemp("runs")
+    source_config = with_flags(plr.Config(), **TINY, runs_dir=str(runs), run_name="source")
+    source = run_script(plr, source_config)
+    args = fork_run.Fork(run_dir=source, update=2, seeds=(1, 0), forks=2, run_name="forked", fork_seed=3)
+    run_dir = fork_run.fork(args)
+    config = with_flags(source_config, num_seeds=4, seed=3, run_name="forked")
+    at_fork = state_at(run_dir, config, 2), log_rows(run_dir)
+    run_script(plr, with_flags(config, resume=True))
+    return source, source_config, run_dir, config, at_fork
+
+
+@pytest.mark.slow
+def test_each_copy_holds_its_seeds_state_with_its_own_keys_and_log(forked):
+    source, source_config, _, _, (at_fork, fork_rows) = forked
+    original = state_at(source, source_config, 2)
+    copies_of = [1, 1, 0, 0]
+    for have, want in zip(jax.tree.leaves(at_fork), jax.tree.leaves(original), strict=True):
+        if jax.dtypes.issubdtype(have.dtype, jax.dtypes.prng_key):
+            data = np.asarray(jax.random.key_data(have)).reshape(4, -1)
+            assert len({row.tobytes() for row in data}) == 4  # every copy draws its own numbers
+            assert not {row.tobytes() for row in data} & {
+                row.tobytes() for row in np.asarray(jax.random.key_data(want)).reshape(2, -1)
+            }
+        else:
+            np.testing.assert_array_equal(np.asarray(have), np.asarray(want)[copies_of])
+    source_rows = log_rows(source)
+    for row in fork_rows:
+        [match] = [
+            r for r in source_rows if r["update"] == row["update"] and int(r["seed"]) == copies_of[int(row["seed"])]
+        ]
+        assert {**match, "seed": row["seed"]} == row
+    assert [(row["update"], row["seed"]) for row in fork_rows] == [("2", str(seed)) for seed in range(4)]
+
+
+@pytest.mark.slow
+def test_the_resumed_copies_of_one_seed_train_apart(forked):
+    _, _, run_dir, config, _ = forked
+    params = state_at(run_dir, config, 4).train_state.params
+    for first, second in ((0, 1), (2, 3)):
+        assert any(not np.array_equal(leaf[first], leaf[second]) for leaf in jax.tree.leaves(params))
+    assert {int(row["seed"]) for row in log_rows(run_dir) if row["update"] == "4"} == {0, 1, 2, 3}
+
+
+@pytest.mark.slow
+def test_evaluate_plays_each_copys_own_parameters(forked):
+    source, source_config, run_dir, _, _ = forked
+    records = fork_run.evaluate(fork_run.Evaluate(run_dir=run_dir, sources=(1, 0), forks=2))
+    assert [(r["update"], r["seed"], r["source"]) for r in records] == [
+        (update, seed, source_seed) for update in (2, 4) for seed, source_seed in enumerate((1, 1, 0, 0))
+    ]
+    assert all(0 <= r["solve_rate"] <= 1 for r in records)
+    # Copy 1 of seed 1 holds seed 1's parameters at the fork, played with the comparison's draws for seed index 1.
+    harness = replace(HarnessArgs(), maze_size=5, n_walls=3, max_steps=8, lstm_size=8)
+    params = state_at(source, source_config, 2).train_state.params
+    returns = Evaluator(harness).training_levels(jax.tree.map(lambda x: x[1], params), 2, 1)
+    assert records[1]["solve_rate"] == float(np.mean(returns > 0))
+
+
+@pytest.mark.slow
+def test_bad_forks_are_refused_in_one_line_before_a_folder_is_made(forked, tmp_path):
+    source = forked[0]
+    cases = [
+        (dict(update=3, seeds=(0,)), "has no checkpoint of update 3 \\(it has \\[2, 4\\]\\)"),
+        (dict(update=2, seeds=(2,)), "--seeds \\[2\\]: .* has seeds 0-1"),
+    ]
+    for fields, message in cases:
+        args = fork_run.Fork(run_dir=source, run_name="refused", runs_dir=tmp_path, **fields)
+        with pytest.raises(ConfigError, match=message):
+            fork_run.fork(args)
+    assert not (tmp_path / "refused").exists()

@@ -3,7 +3,7 @@ and their log rows; the script's --resume trains the copies apart; `evaluate` pl
 input is refused in one line before a folder is made. Mutation checked by hand: with `forked_state` keeping the
 keys, the key and divergence checks fail; with `sources` not repeated per fork (`np.tile`), the state check fails;
 with the evaluated seed's index off by one, the evaluation check fails; with rows past the fork copied, the log check
-fails."""
+fails; with `buffer_sources` ignored, the buffer check fails."""
 
 import csv
 from dataclasses import replace
@@ -112,11 +112,27 @@ def test_evaluate_plays_each_copys_own_parameters(forked):
 
 
 @pytest.mark.slow
+def test_a_copy_can_take_another_seeds_buffer(forked, tmp_path):
+    source, source_config, _, config, _ = forked
+    args = fork_run.Fork(run_dir=source, update=2, seeds=(1,), buffer_from=(0,), forks=2, run_name="mixed")
+    run_dir = fork_run.fork(replace(args, runs_dir=tmp_path))
+    mixed = state_at(run_dir, with_flags(config, num_seeds=2, runs_dir=str(tmp_path), run_name="mixed"), 2)
+    original = state_at(source, source_config, 2)
+    for part, seed in (("buffer", 0), ("train_state", 1)):
+        for have, want in zip(
+            jax.tree.leaves(getattr(mixed, part)), jax.tree.leaves(getattr(original, part)), strict=True
+        ):
+            np.testing.assert_array_equal(np.asarray(have), np.asarray(want)[[seed, seed]])
+
+
+@pytest.mark.slow
 def test_bad_forks_are_refused_in_one_line_before_a_folder_is_made(forked, tmp_path):
     source = forked[0]
     cases = [
         (dict(update=3, seeds=(0,)), "has no checkpoint of update 3 \\(it has \\[2, 4\\]\\)"),
         (dict(update=2, seeds=(2,)), "--seeds \\[2\\]: .* has seeds 0-1"),
+        (dict(update=2, seeds=(0,), buffer_from=(5,)), "--buffer-from \\[5\\]: .* has seeds 0-1"),
+        (dict(update=2, seeds=(0, 1), buffer_from=(1,)), "--buffer-from names 1 seeds; give one per --seeds \\(2\\)"),
     ]
     for fields, message in cases:
         args = fork_run.Fork(run_dir=source, run_name="refused", runs_dir=tmp_path, **fields)

@@ -8,7 +8,8 @@ statistics logged up to it are where to look); if they learn like the other seed
 healthy seed, forked in the same folder, are the control.
 
 Seed j of the new run is a copy of `--seeds[j // --forks]`; its logs.csv starts with that seed's rows up to the
-checkpoint. The new run's `seed` is `--fork-seed`, from which the copies' keys are drawn. Then:
+checkpoint. The new run's `seed` is `--fork-seed`, from which the copies' keys are drawn. `--buffer-from` gives the
+copies another seed's level buffer. Then:
 
     python benchmarks/learning/fork_run.py fork --run-dir RUNS/cleanued_plr --update 200 --seeds 4 7 --forks 6 \\
         --run-name plr_fork_200
@@ -60,6 +61,10 @@ class Fork:
     """Copies of each seed."""
     fork_seed: int = 1
     """The new run's seed: the copies' keys are drawn from it."""
+    buffer_from: tuple[int, ...] = ()
+    """Seeds whose level buffer the copies take instead of their own, one per --seeds (empty: their own): a copy of
+    a stalled seed's networks and optimizer with a healthy seed's buffer, and the reverse, tell whether the policy or
+    the curriculum holds a stall."""
     runs_dir: Path | None = None
     """Where the new run's folder goes (default: the forked run's runs_dir)."""
 
@@ -92,10 +97,12 @@ def archived_checkpoints(run_dir: Path) -> list[Path]:
     return sorted({checkpoint_update(path): path for path in found}.values(), key=checkpoint_update)
 
 
-def forked_state(runner, sources: np.ndarray, fork_key):
-    """`runner` (every leaf led by the seed axis) gathered at `sources`, every random key replaced by a fresh one
-    per copy and per key leaf."""
+def forked_state(runner, sources: np.ndarray, fork_key, buffer_sources: np.ndarray | None = None):
+    """`runner` (every leaf led by the seed axis) gathered at `sources` (its `buffer` at `buffer_sources` if given),
+    every random key replaced by a fresh one per copy and per key leaf."""
     gathered = jax.tree.map(lambda leaf: leaf[sources], runner)
+    if buffer_sources is not None:
+        gathered = gathered.replace(buffer=jax.tree.map(lambda leaf: leaf[buffer_sources], runner.buffer))
     leaves, treedef = jax.tree.flatten(gathered)
     fresh = [
         jax.random.split(jax.random.fold_in(fork_key, index), leaf.shape)
@@ -129,8 +136,18 @@ def fork(args: Fork) -> Path:
     """Make the forked run folder; returns it."""
     loaded = load_run(args.run_dir, checkpoint_at(args.run_dir, args.update))
     num_seeds = loaded.config.run.num_seeds
-    if bad := [seed for seed in args.seeds if not 0 <= seed < num_seeds]:
-        raise ConfigError(f"--seeds {bad}: {args.run_dir} has seeds 0-{num_seeds - 1}")
+    for flag, seeds in (("--seeds", args.seeds), ("--buffer-from", args.buffer_from)):
+        if bad := [seed for seed in seeds if not 0 <= seed < num_seeds]:
+            raise ConfigError(f"{flag} {bad}: {args.run_dir} has seeds 0-{num_seeds - 1}")
+    buffer_sources = None
+    if args.buffer_from:
+        if len(args.buffer_from) != len(args.seeds):
+            raise ConfigError(
+                f"--buffer-from names {len(args.buffer_from)} seeds; give one per --seeds ({len(args.seeds)})"
+            )
+        if not hasattr(loaded.runner, "buffer"):
+            raise ConfigError(f"--buffer-from: {args.run_dir}'s method has no level buffer")
+        buffer_sources = np.repeat(np.asarray(args.buffer_from), args.forks)
     sources = np.repeat(np.asarray(args.seeds), args.forks)
     config = with_flags(
         loaded.config,
@@ -142,7 +159,7 @@ def fork(args: Fork) -> Path:
     )
     if shared := [leaf.shape for leaf in jax.tree.leaves(loaded.runner) if leaf.shape[:1] != (num_seeds,)]:
         raise ConfigError(f"{args.run_dir}'s state has leaves without a seed axis ({shared[:3]}): cannot fork it")
-    state = forked_state(loaded.runner, sources, jax.random.key(args.fork_seed))
+    state = forked_state(loaded.runner, sources, jax.random.key(args.fork_seed), buffer_sources)
     script = read_saved_config(args.run_dir)["script"]
     functions = run_functions(config, loaded.module.make_train, script)
     expected = jax.eval_shape(functions.init, jax.random.split(jax.random.key(0), len(sources)))
@@ -155,7 +172,8 @@ def fork(args: Fork) -> Path:
         rows = copy_log_rows(args.run_dir / "logs.csv", folder.path / "logs.csv", sources, args.update)
     finally:
         os.close(folder.lock)
-    print(f"{folder.path}: seeds {args.seeds} x {args.forks} at update {args.update} ({rows} log rows)")
+    buffers = f" with the buffers of seeds {args.buffer_from}" if args.buffer_from else ""
+    print(f"{folder.path}: seeds {args.seeds}{buffers} x {args.forks} at update {args.update} ({rows} log rows)")
     return folder.path
 
 

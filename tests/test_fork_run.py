@@ -6,6 +6,7 @@ with the evaluated seed's index off by one, the evaluation check fails; with row
 fails; with `buffer_sources` ignored, the buffer check fails."""
 
 import csv
+import json
 from dataclasses import replace
 
 import jax
@@ -19,7 +20,7 @@ from benchmarks.learning.learning_vs_minimax_evaluate import Evaluator
 from common import checkpoint
 from common.config import with_flags
 from common.errors import ConfigError
-from tests.states import run_script
+from tests.states import command_in_process, run_script
 
 TINY = dict(
     num_seeds=2,
@@ -97,9 +98,14 @@ def test_the_resumed_copies_of_one_seed_train_apart(forked):
 
 
 @pytest.mark.slow
-def test_evaluate_plays_each_copys_own_parameters(forked):
+def test_evaluate_plays_each_copys_own_parameters(forked, tmp_path):
     source, source_config, run_dir, _, _ = forked
-    records = fork_run.evaluate(fork_run.Evaluate(run_dir=run_dir, sources=(1, 0), forks=2))
+    out = tmp_path / "evaluations.jsonl"
+    command = ["evaluate", "--run-dir", str(run_dir), "--sources", "1", "0", "--forks", "2", "--out", str(out)]
+    printed = command_in_process("benchmarks/learning/fork_run.py", *command)
+    assert printed.returncode == 0, printed.stderr
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert "| 4 | 0 | " in printed.stdout  # the table: update, source seed, its copies' solve rates
     assert [(r["update"], r["seed"], r["source"]) for r in records] == [
         (update, seed, source_seed) for update in (2, 4) for seed, source_seed in enumerate((1, 1, 0, 0))
     ]

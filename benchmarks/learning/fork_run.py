@@ -22,6 +22,7 @@ solve rates per checkpoint and copy.
 """
 
 import csv
+import json
 import os
 import sys
 from dataclasses import dataclass, replace
@@ -80,6 +81,8 @@ class Evaluate:
     """`fork --forks` of the forked run."""
     seeds: tuple[int, ...] = ()
     """Only these seeds of the run (empty: all)."""
+    out: Path | None = None
+    """Also write the records here as JSON lines (replaced)."""
 
 
 def checkpoint_at(run_dir: Path, update: int) -> Path:
@@ -210,6 +213,8 @@ def main() -> None:
             fork(command)
             return
         records = evaluate(command)
+        if command.out:
+            command.out.write_text("".join(json.dumps(record) + "\n" for record in records))
         updates = sorted({record["update"] for record in records})
         print("| update | source seed | solve rates of its copies |\n|---:|---:|---|")
         for update in updates:

@@ -3,7 +3,8 @@ and their log rows; the script's --resume trains the copies apart; `evaluate` pl
 input is refused in one line before a folder is made. Mutation checked by hand: with `forked_state` keeping the
 keys, the key and divergence checks fail; with `sources` not repeated per fork (`np.tile`), the state check fails;
 with the evaluated seed's index off by one, the evaluation check fails; with rows past the fork copied, the log check
-fails; with `buffer_sources` ignored, the buffer check fails."""
+fails; with `buffer_sources` ignored, the buffer check fails; with `--fresh-optimizer` ignored, the optimizer check
+fails."""
 
 import csv
 import json
@@ -129,6 +130,31 @@ def test_a_copy_can_take_another_seeds_buffer(forked, tmp_path):
             jax.tree.leaves(getattr(mixed, part)), jax.tree.leaves(getattr(original, part)), strict=True
         ):
             np.testing.assert_array_equal(np.asarray(have), np.asarray(want)[[seed, seed]])
+
+
+@pytest.mark.slow
+def test_a_copy_can_start_a_new_optimizer_state(forked, tmp_path):
+    source, source_config, _, config, _ = forked
+    args = fork_run.Fork(run_dir=source, update=4, seeds=(1,), fresh_optimizer=True, forks=2, run_name="fresh")
+    run_dir = fork_run.fork(replace(args, runs_dir=tmp_path))
+    fresh_config = with_flags(config, num_seeds=2, runs_dir=str(tmp_path), run_name="fresh")
+    fresh = state_at(run_dir, fresh_config, 4)
+    new_run = jax.jit(plr.make_train(fresh_config).init)(jax.random.split(jax.random.key(3), 2))
+    original = state_at(source, source_config, 4)  # after its first PPO updates
+    moved = jax.tree.leaves(
+        jax.tree.map(
+            lambda a, b: not np.array_equal(a[1], b[0]), original.train_state.opt_state, new_run.train_state.opt_state
+        )
+    )
+    assert any(moved)  # the source's Adam has taken steps, so a copy that kept it would differ
+    for have, want in zip(
+        jax.tree.leaves(fresh.train_state.opt_state), jax.tree.leaves(new_run.train_state.opt_state), strict=True
+    ):
+        np.testing.assert_array_equal(np.asarray(have), np.asarray(want))
+    for have, want in zip(
+        jax.tree.leaves(fresh.train_state.params), jax.tree.leaves(original.train_state.params), strict=True
+    ):
+        np.testing.assert_array_equal(np.asarray(have), np.asarray(want)[[1, 1]])
 
 
 @pytest.mark.slow

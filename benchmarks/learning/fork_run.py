@@ -9,7 +9,7 @@ healthy seed, forked in the same folder, are the control.
 
 Seed j of the new run is a copy of `--seeds[j // --forks]`; its logs.csv starts with that seed's rows up to the
 checkpoint. The new run's `seed` is `--fork-seed`, from which the copies' keys are drawn. `--buffer-from` gives the
-copies another seed's level buffer. Then:
+copies another seed's level buffer, `--fresh-optimizer` a new run's optimizer state. Then:
 
     python benchmarks/learning/fork_run.py fork --run-dir RUNS/cleanued_plr --update 200 --seeds 4 7 --forks 6 \\
         --run-name plr_fork_200
@@ -66,6 +66,9 @@ class Fork:
     """Seeds whose level buffer the copies take instead of their own, one per --seeds (empty: their own): a copy of
     a stalled seed's networks and optimizer with a healthy seed's buffer, and the reverse, tell whether the policy or
     the curriculum holds a stall."""
+    fresh_optimizer: bool = False
+    """Give the copies a new run's optimizer state (Adam's moments and step count) and keep the rest: tells whether
+    the optimizer's moments hold a stall."""
     runs_dir: Path | None = None
     """Where the new run's folder goes (default: the forked run's runs_dir)."""
 
@@ -168,6 +171,9 @@ def fork(args: Fork) -> Path:
     expected = jax.eval_shape(functions.init, jax.random.split(jax.random.key(0), len(sources)))
     if [leaf.shape for leaf in jax.tree.leaves(state)] != [leaf.shape for leaf in jax.tree.leaves(expected)]:
         raise ConfigError(f"{args.run_dir}'s forked state does not have the shapes of a run of {len(sources)} seeds")
+    if args.fresh_optimizer:
+        new_run = jax.jit(functions.init)(jax.random.split(jax.random.key(args.fork_seed), len(sources)))
+        state = state.replace(train_state=state.train_state.replace(opt_state=new_run.train_state.opt_state))
     folder = open_run_folder(config, script)
     try:
         saved = Checkpoints(folder.path, config.run.keep_checkpoints, config.run.archive_interval, flags_of(config))
@@ -176,7 +182,9 @@ def fork(args: Fork) -> Path:
     finally:
         os.close(folder.lock)
     buffers = f" with the buffers of seeds {args.buffer_from}" if args.buffer_from else ""
-    print(f"{folder.path}: seeds {args.seeds}{buffers} x {args.forks} at update {args.update} ({rows} log rows)")
+    optimizer = " and a new optimizer state" if args.fresh_optimizer else ""
+    copies = f"seeds {args.seeds}{buffers}{optimizer} x {args.forks}"
+    print(f"{folder.path}: {copies} at update {args.update} ({rows} log rows)")
     return folder.path
 
 

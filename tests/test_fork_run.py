@@ -4,7 +4,7 @@ input is refused in one line before a folder is made. Mutation checked by hand: 
 keys, the key and divergence checks fail; with `sources` not repeated per fork (`np.tile`), the state check fails;
 with the evaluated seed's index off by one, the evaluation check fails; with rows past the fork copied, the log check
 fails; with `buffer_sources` ignored, the buffer check fails; with `--fresh-optimizer` ignored, the optimizer check
-fails."""
+fails; with the initial state made from another seed, the update-0 check fails."""
 
 import csv
 import json
@@ -155,6 +155,19 @@ def test_a_copy_can_start_a_new_optimizer_state(forked, tmp_path):
         jax.tree.leaves(fresh.train_state.params), jax.tree.leaves(original.train_state.params), strict=True
     ):
         np.testing.assert_array_equal(np.asarray(have), np.asarray(want)[[1, 1]])
+
+
+@pytest.mark.slow
+def test_update_0_without_a_checkpoint_forks_the_runs_initial_state(forked, tmp_path):
+    source, source_config, _, config, _ = forked
+    run_dir = fork_run.fork(fork_run.Fork(run_dir=source, update=0, seeds=(1,), run_name="initial", runs_dir=tmp_path))
+    state = state_at(run_dir, with_flags(config, num_seeds=6, runs_dir=str(tmp_path), run_name="initial"), 0)
+    seeds = jax.random.split(jax.random.key(source_config.run.seed), 2)
+    initial = jax.jit(plr.make_train(source_config).init)(seeds)
+    for have, want in zip(jax.tree.leaves(state), jax.tree.leaves(initial), strict=True):
+        if not jax.dtypes.issubdtype(have.dtype, jax.dtypes.prng_key):
+            np.testing.assert_array_equal(np.asarray(have), np.asarray(want)[[1] * 6])
+    assert [row["seed"] for row in log_rows(run_dir)] == []
 
 
 @pytest.mark.slow

@@ -53,7 +53,8 @@ class Fork:
     run_dir: Path
     """The run to fork."""
     update: Annotated[int, NON_NEGATIVE]
-    """The checkpoint to fork at (in checkpoints/ or checkpoints/archive/)."""
+    """The checkpoint to fork at (in checkpoints/ or checkpoints/archive/); 0 without one: the run's initial state,
+    made again from its seed (the copies then share only their initial parameters)."""
     seeds: tuple[int, ...]
     """The run's seeds to copy, in the new run's order."""
     run_name: str
@@ -140,8 +141,12 @@ def copy_log_rows(source: Path, target: Path, sources: np.ndarray, update: int) 
 
 def fork(args: Fork) -> Path:
     """Make the forked run folder; returns it."""
-    loaded = load_run(args.run_dir, checkpoint_at(args.run_dir, args.update))
+    initial = args.update == 0 and not any(checkpoint_update(path) == 0 for path in archived_checkpoints(args.run_dir))
+    loaded = load_run(args.run_dir, None if initial else checkpoint_at(args.run_dir, args.update))
     num_seeds = loaded.config.run.num_seeds
+    if initial:  # the run's initial state, made again from its seed as the driver made it
+        runner = jax.jit(loaded.functions.init)(jax.random.split(jax.random.key(loaded.config.run.seed), num_seeds))
+        loaded = loaded._replace(runner=runner)
     for flag, seeds in (("--seeds", args.seeds), ("--buffer-from", args.buffer_from)):
         if bad := [seed for seed in seeds if not 0 <= seed < num_seeds]:
             raise ConfigError(f"{flag} {bad}: {args.run_dir} has seeds 0-{num_seeds - 1}")

@@ -4,7 +4,8 @@ input is refused in one line before a folder is made. Mutation checked by hand: 
 keys, the key and divergence checks fail; with `sources` not repeated per fork (`np.tile`), the state check fails;
 with the evaluated seed's index off by one, the evaluation check fails; with rows past the fork copied, the log check
 fails; with `buffer_sources` ignored, the buffer check fails; with `--fresh-optimizer` ignored, the optimizer check
-fails; with the initial state made from another seed, the update-0 check fails."""
+fails; with the initial state made from another seed, the update-0 check fails; with the layers' source seeds not
+used, the layers check fails."""
 
 import csv
 import json
@@ -158,6 +159,21 @@ def test_a_copy_can_start_a_new_optimizer_state(forked, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_copy_can_take_another_seeds_layers(forked, tmp_path):
+    source, source_config, _, config, _ = forked
+    args = fork_run.Fork(
+        source, 2, (1,), "layers", forks=2, params_from=(0,), layers=("Dense_0",), fresh_optimizer=True
+    )
+    run_dir = fork_run.fork(replace(args, runs_dir=tmp_path))
+    mixed = state_at(run_dir, with_flags(config, num_seeds=2, runs_dir=str(tmp_path), run_name="layers"), 2)
+    original = state_at(source, source_config, 2).train_state.params["params"]
+    for layer, values in mixed.train_state.params["params"].items():
+        seed = 0 if layer == "Dense_0" else 1
+        for have, want in zip(jax.tree.leaves(values), jax.tree.leaves(original[layer]), strict=True):
+            np.testing.assert_array_equal(np.asarray(have), np.asarray(want)[[seed, seed]])
+
+
+@pytest.mark.slow
 def test_update_0_without_a_checkpoint_forks_the_runs_initial_state(forked, tmp_path):
     source, source_config, _, config, _ = forked
     run_dir = fork_run.fork(fork_run.Fork(run_dir=source, update=0, seeds=(1,), run_name="initial", runs_dir=tmp_path))
@@ -178,6 +194,16 @@ def test_bad_forks_are_refused_in_one_line_before_a_folder_is_made(forked, tmp_p
         (dict(update=2, seeds=(2,)), "--seeds \\[2\\]: .* has seeds 0-1"),
         (dict(update=2, seeds=(0,), buffer_from=(5,)), "--buffer-from \\[5\\]: .* has seeds 0-1"),
         (dict(update=2, seeds=(0, 1), buffer_from=(1,)), "--buffer-from names 1 seeds; give one per --seeds \\(2\\)"),
+        (dict(update=2, seeds=(0,), layers=("Dense_0",)), "--params-from and --layers go together"),
+        (
+            dict(update=2, seeds=(0,), params_from=(1,), layers=("Head",), fresh_optimizer=True),
+            "--layers \\['Head'\\]: the network's layers are \\['Conv3x3_0'",
+        ),
+        (dict(update=2, seeds=(0,), params_from=(1,), layers=("Dense_0",)), "--params-from needs --fresh-optimizer"),
+        (
+            dict(update=2, seeds=(0,), params_from=(1, 0), layers=("Dense_0",), fresh_optimizer=True),
+            "--params-from names 2 seeds",
+        ),
     ]
     for fields, message in cases:
         args = fork_run.Fork(run_dir=source, run_name="refused", runs_dir=tmp_path, **fields)

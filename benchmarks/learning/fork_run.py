@@ -9,7 +9,8 @@ healthy seed, forked in the same folder, are the control.
 
 Seed j of the new run is a copy of `--seeds[j // --forks]`; its logs.csv starts with that seed's rows up to the
 checkpoint. The new run's `seed` is `--fork-seed`, from which the copies' keys are drawn. `--buffer-from` gives the
-copies another seed's level buffer, `--fresh-optimizer` a new run's optimizer state. Then:
+copies another seed's level buffer, `--fresh-optimizer` a new run's optimizer state, `--params-from` and `--layers`
+some of another seed's layers. Then:
 
     python benchmarks/learning/fork_run.py fork --run-dir RUNS/cleanued_plr --update 200 --seeds 4 7 --forks 6 \\
         --run-name plr_fork_200
@@ -67,6 +68,11 @@ class Fork:
     """Seeds whose level buffer the copies take instead of their own, one per --seeds (empty: their own): a copy of
     a stalled seed's networks and optimizer with a healthy seed's buffer, and the reverse, tell whether the policy or
     the curriculum holds a stall."""
+    params_from: tuple[int, ...] = ()
+    """Seeds whose `--layers` the copies take instead of their own, one per --seeds (with --fresh-optimizer: the
+    Adam moments of those layers would be the other seed's): which layers hold a stall."""
+    layers: tuple[str, ...] = ()
+    """The network's top-level modules `--params-from` replaces (e.g. Dense_0 Dense_1, the policy head)."""
     fresh_optimizer: bool = False
     """Give the copies a new run's optimizer state (Adam's moments and step count) and keep the rest: tells whether
     the optimizer's moments hold a stall."""
@@ -102,6 +108,25 @@ def archived_checkpoints(run_dir: Path) -> list[Path]:
     """Every checkpoint of the run, one per update, oldest first."""
     found = list_checkpoints(run_dir / "checkpoints" / "archive") + list_checkpoints(run_dir / "checkpoints")
     return sorted({checkpoint_update(path): path for path in found}.values(), key=checkpoint_update)
+
+
+def check_layers(args: Fork, params: dict) -> None:
+    """Refuse `--params-from` and `--layers` unless they go together, with --fresh-optimizer, one seed per --seeds
+    and layers the network has."""
+    if not args.params_from and not args.layers:
+        return
+    if not (args.params_from and args.layers):
+        raise ConfigError("--params-from and --layers go together: the seeds to take layers from, and which layers")
+    if len(args.params_from) != len(args.seeds):
+        raise ConfigError(
+            f"--params-from names {len(args.params_from)} seeds; give one per --seeds ({len(args.seeds)})"
+        )
+    if unknown := [layer for layer in args.layers if layer not in params]:
+        raise ConfigError(f"--layers {unknown}: the network's layers are {sorted(params)}")
+    if not args.fresh_optimizer:
+        raise ConfigError(
+            "--params-from needs --fresh-optimizer: the Adam moments of the layers taken are another seed's"
+        )
 
 
 def forked_state(runner, sources: np.ndarray, fork_key, buffer_sources: np.ndarray | None = None):
@@ -147,9 +172,14 @@ def fork(args: Fork) -> Path:
     if initial:  # the run's initial state, made again from its seed as the driver made it
         runner = jax.jit(loaded.functions.init)(jax.random.split(jax.random.key(loaded.config.run.seed), num_seeds))
         loaded = loaded._replace(runner=runner)
-    for flag, seeds in (("--seeds", args.seeds), ("--buffer-from", args.buffer_from)):
+    for flag, seeds in (
+        ("--seeds", args.seeds),
+        ("--buffer-from", args.buffer_from),
+        ("--params-from", args.params_from),
+    ):
         if bad := [seed for seed in seeds if not 0 <= seed < num_seeds]:
             raise ConfigError(f"{flag} {bad}: {args.run_dir} has seeds 0-{num_seeds - 1}")
+    check_layers(args, loaded.runner.train_state.params["params"])
     buffer_sources = None
     if args.buffer_from:
         if len(args.buffer_from) != len(args.seeds):
@@ -176,6 +206,14 @@ def fork(args: Fork) -> Path:
     expected = jax.eval_shape(functions.init, jax.random.split(jax.random.key(0), len(sources)))
     if [leaf.shape for leaf in jax.tree.leaves(state)] != [leaf.shape for leaf in jax.tree.leaves(expected)]:
         raise ConfigError(f"{args.run_dir}'s forked state does not have the shapes of a run of {len(sources)} seeds")
+    if args.params_from:
+        layer_sources = np.repeat(np.asarray(args.params_from), args.forks)
+        params = dict(state.train_state.params["params"])
+        for layer in args.layers:
+            params[layer] = jax.tree.map(
+                lambda leaf: leaf[layer_sources], loaded.runner.train_state.params["params"][layer]
+            )
+        state = state.replace(train_state=state.train_state.replace(params={"params": params}))
     if args.fresh_optimizer:
         new_run = jax.jit(functions.init)(jax.random.split(jax.random.key(args.fork_seed), len(sources)))
         state = state.replace(train_state=state.train_state.replace(opt_state=new_run.train_state.opt_state))
@@ -188,6 +226,8 @@ def fork(args: Fork) -> Path:
         os.close(folder.lock)
     buffers = f" with the buffers of seeds {args.buffer_from}" if args.buffer_from else ""
     optimizer = " and a new optimizer state" if args.fresh_optimizer else ""
+    if args.params_from:
+        optimizer = f", the layers {args.layers} of seeds {args.params_from}{optimizer}"
     copies = f"seeds {args.seeds}{buffers}{optimizer} x {args.forks}"
     print(f"{folder.path}: {copies} at update {args.update} ({rows} log rows)")
     return folder.path

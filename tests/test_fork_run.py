@@ -2,13 +2,14 @@
 and their log rows; the script's --resume trains the copies apart; `evaluate` plays each copy's own parameters; bad
 input is refused in one line before a folder is made. Mutation checked by hand: with `forked_state` keeping the
 keys, the key and divergence checks fail; with `sources` not repeated per fork (`np.tile`), the state check fails;
-with the evaluated seed's index off by one, the evaluation check fails; with rows past the fork copied, the log check
+with the evaluated seed's index one too high, the evaluation check fails; with rows past the fork copied, the log check
 fails; with `buffer_sources` ignored, the buffer check fails; with `--fresh-optimizer` ignored, the optimizer check
 fails; with the initial state made from another seed, the update-0 check fails; with the layers' source seeds not
 used, the layers check fails."""
 
 import csv
 import json
+import shutil
 from dataclasses import replace
 
 import jax
@@ -210,3 +211,29 @@ def test_bad_forks_are_refused_in_one_line_before_a_folder_is_made(forked, tmp_p
         with pytest.raises(ConfigError, match=message):
             fork_run.fork(args)
     assert not (tmp_path / "refused").exists()
+    with pytest.raises(ConfigError, match="--forks must be at least 1"):
+        fork_run.Fork(run_dir=source, update=2, seeds=(0,), run_name="refused", forks=0)
+
+
+@pytest.mark.slow
+def test_a_fork_of_a_run_started_with_overwrite_never_deletes_a_folder(forked, tmp_path):
+    """Mutation checked by hand: without `overwrite=False` in the fork's config, the other folder is emptied."""
+    copy = tmp_path / "copy"
+    shutil.copytree(forked[0], copy)
+    saved = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps({**saved, "config": {**saved["config"], "overwrite": True}}))
+    taken = tmp_path / "taken"
+    shutil.copytree(forked[2], taken)  # another run: --overwrite would delete it
+    with pytest.raises(ConfigError, match="already exists"):
+        fork_run.fork(fork_run.Fork(run_dir=copy, update=2, seeds=(0,), run_name="taken", runs_dir=tmp_path))
+    assert (taken / "logs.csv").is_file()
+
+
+@pytest.mark.slow
+def test_evaluate_refuses_labels_that_do_not_fit_the_run(forked):
+    """Mutation checked by hand: without the sources-times-forks check, the first refusal does not come."""
+    run_dir = forked[2]
+    with pytest.raises(ConfigError, match="--sources \\(1, 0\\) x --forks 3 is not .*'s 4 seeds"):
+        fork_run.evaluate(fork_run.Evaluate(run_dir=run_dir, sources=(1, 0), forks=3))
+    with pytest.raises(ConfigError, match="--seeds \\[4\\]: .* has seeds 0-3"):
+        fork_run.evaluate(fork_run.Evaluate(run_dir=run_dir, seeds=(4,)))

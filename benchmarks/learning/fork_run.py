@@ -23,8 +23,10 @@ solve rates per checkpoint and copy.
 """
 
 import csv
+import dataclasses
 import json
 import os
+import shutil
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -40,7 +42,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.learning.learning_vs_minimax_config import Args as HarnessArgs  # noqa: E402
 from benchmarks.learning.learning_vs_minimax_evaluate import Evaluator  # noqa: E402
 from common.checkpoint import Checkpoints, checkpoint_path, checkpoint_update, list_checkpoints  # noqa: E402
-from common.config import AT_LEAST_ONE, NON_NEGATIVE, flags_of, read_saved_config, with_flags  # noqa: E402
+from common.config import (  # noqa: E402
+    AT_LEAST_ONE,
+    NON_NEGATIVE,
+    flags_of,
+    raise_first,
+    range_problems,
+    read_saved_config,
+    with_flags,
+)
 from common.errors import ConfigError  # noqa: E402
 from common.evaluate import load_run  # noqa: E402
 from common.runs import one_line_errors, open_run_folder  # noqa: E402
@@ -59,7 +69,7 @@ class Fork:
     seeds: tuple[int, ...]
     """The run's seeds to copy, in the new run's order."""
     run_name: str
-    """The new run's folder, beside the forked one unless --runs-dir."""
+    """The new run's folder name (under --runs-dir)."""
     forks: Annotated[int, AT_LEAST_ONE] = 6
     """Copies of each seed."""
     fork_seed: int = 1
@@ -77,7 +87,10 @@ class Fork:
     """Give the copies a new run's optimizer state (Adam's moments and step count) and keep the rest: tells whether
     the optimizer's moments hold a stall."""
     runs_dir: Path | None = None
-    """Where the new run's folder goes (default: the forked run's runs_dir)."""
+    """Where the new run's folder goes (default: the runs_dir the forked run's config.json names)."""
+
+    def __post_init__(self):
+        raise_first(range_problems(self))
 
 
 @dataclass(frozen=True)
@@ -93,6 +106,9 @@ class Evaluate:
     """Only these seeds of the run (empty: all)."""
     out: Path | None = None
     """Also write the records here as JSON lines (replaced)."""
+
+    def __post_init__(self):
+        raise_first(range_problems(self))
 
 
 def checkpoint_at(run_dir: Path, update: int) -> Path:
@@ -110,9 +126,28 @@ def archived_checkpoints(run_dir: Path) -> list[Path]:
     return sorted({checkpoint_update(path): path for path in found}.values(), key=checkpoint_update)
 
 
-def check_layers(args: Fork, params: dict) -> None:
-    """Refuse `--params-from` and `--layers` unless they go together, with --fresh-optimizer, one seed per --seeds
-    and layers the network has."""
+PLR_RUNNER_FIELDS = {"train_state", "buffer", "rng", "rng_eval", "update", "student_updates"}
+"""A Robust PLR runner's fields: its level buffer is its whole curriculum state, so --buffer-from swaps all of it."""
+
+
+def check_copies(args: Fork, runner) -> None:
+    """Refuse variants the forked run's state cannot take: --buffer-from where the curriculum is more than the level
+    buffer, the network options where the networks are not one train_state, and --params-from / --layers unless they
+    go together, with --fresh-optimizer, one seed per --seeds and layers the network has."""
+    fields = {field.name for field in dataclasses.fields(runner)}
+    if args.buffer_from:
+        if len(args.buffer_from) != len(args.seeds):
+            raise ConfigError(
+                f"--buffer-from names {len(args.buffer_from)} seeds; give one per --seeds ({len(args.seeds)})"
+            )
+        if "buffer" not in fields:
+            raise ConfigError(f"--buffer-from: {args.run_dir}'s method has no level buffer")
+        if extra := sorted(fields - PLR_RUNNER_FIELDS):
+            raise ConfigError(
+                f"--buffer-from: {args.run_dir}'s curriculum also holds {extra}, which would stay the copy's own"
+            )
+    if (args.fresh_optimizer or args.params_from or args.layers) and "train_state" not in fields:
+        raise ConfigError(f"--fresh-optimizer, --params-from: {args.run_dir}'s method has no single train_state")
     if not args.params_from and not args.layers:
         return
     if not (args.params_from and args.layers):
@@ -121,6 +156,7 @@ def check_layers(args: Fork, params: dict) -> None:
         raise ConfigError(
             f"--params-from names {len(args.params_from)} seeds; give one per --seeds ({len(args.seeds)})"
         )
+    params = runner.train_state.params["params"]
     if unknown := [layer for layer in args.layers if layer not in params]:
         raise ConfigError(f"--layers {unknown}: the network's layers are {sorted(params)}")
     if not args.fresh_optimizer:
@@ -165,13 +201,11 @@ def copy_log_rows(source: Path, target: Path, sources: np.ndarray, update: int) 
 
 
 def fork(args: Fork) -> Path:
-    """Make the forked run folder; returns it."""
+    """Make the forked run folder; returns it. Everything is checked before anything is compiled or written, and a
+    fork that fails while writing leaves no folder."""
     initial = args.update == 0 and not any(checkpoint_update(path) == 0 for path in archived_checkpoints(args.run_dir))
     loaded = load_run(args.run_dir, None if initial else checkpoint_at(args.run_dir, args.update))
     num_seeds = loaded.config.run.num_seeds
-    if initial:  # the run's initial state, made again from its seed as the driver made it
-        runner = jax.jit(loaded.functions.init)(jax.random.split(jax.random.key(loaded.config.run.seed), num_seeds))
-        loaded = loaded._replace(runner=runner)
     for flag, seeds in (
         ("--seeds", args.seeds),
         ("--buffer-from", args.buffer_from),
@@ -179,17 +213,16 @@ def fork(args: Fork) -> Path:
     ):
         if bad := [seed for seed in seeds if not 0 <= seed < num_seeds]:
             raise ConfigError(f"{flag} {bad}: {args.run_dir} has seeds 0-{num_seeds - 1}")
-    check_layers(args, loaded.runner.train_state.params["params"])
-    buffer_sources = None
-    if args.buffer_from:
-        if len(args.buffer_from) != len(args.seeds):
-            raise ConfigError(
-                f"--buffer-from names {len(args.buffer_from)} seeds; give one per --seeds ({len(args.seeds)})"
-            )
-        if not hasattr(loaded.runner, "buffer"):
-            raise ConfigError(f"--buffer-from: {args.run_dir}'s method has no level buffer")
-        buffer_sources = np.repeat(np.asarray(args.buffer_from), args.forks)
+    check_copies(args, loaded.runner)
+    if initial and read_saved_config(args.run_dir)["config"].get("init_from"):
+        raise ConfigError(f"--update 0: {args.run_dir} started from --init-from, so its initial state cannot be remade")
+    if shared := [leaf.shape for leaf in jax.tree.leaves(loaded.runner) if leaf.shape[:1] != (num_seeds,)]:
+        raise ConfigError(f"{args.run_dir}'s state has leaves without a seed axis ({shared[:3]}): cannot fork it")
+    if initial:  # the run's initial state, made again from its seed as the driver made it
+        runner = jax.jit(loaded.functions.init)(jax.random.split(jax.random.key(loaded.config.run.seed), num_seeds))
+        loaded = loaded._replace(runner=runner)
     sources = np.repeat(np.asarray(args.seeds), args.forks)
+    buffer_sources = np.repeat(np.asarray(args.buffer_from), args.forks) if args.buffer_from else None
     config = with_flags(
         loaded.config,
         num_seeds=len(sources),
@@ -197,15 +230,11 @@ def fork(args: Fork) -> Path:
         run_name=args.run_name,
         runs_dir=str(args.runs_dir or loaded.config.run.runs_dir),
         archive_interval=loaded.config.run.archive_interval or loaded.config.run.checkpoint_interval,
+        resume=False,
+        overwrite=False,  # a source started with --overwrite must not pass it on: a fork never deletes a folder
     )
-    if shared := [leaf.shape for leaf in jax.tree.leaves(loaded.runner) if leaf.shape[:1] != (num_seeds,)]:
-        raise ConfigError(f"{args.run_dir}'s state has leaves without a seed axis ({shared[:3]}): cannot fork it")
     state = forked_state(loaded.runner, sources, jax.random.key(args.fork_seed), buffer_sources)
     script = read_saved_config(args.run_dir)["script"]
-    functions = run_functions(config, loaded.module.make_train, script)
-    expected = jax.eval_shape(functions.init, jax.random.split(jax.random.key(0), len(sources)))
-    if [leaf.shape for leaf in jax.tree.leaves(state)] != [leaf.shape for leaf in jax.tree.leaves(expected)]:
-        raise ConfigError(f"{args.run_dir}'s forked state does not have the shapes of a run of {len(sources)} seeds")
     if args.params_from:
         layer_sources = np.repeat(np.asarray(args.params_from), args.forks)
         params = dict(state.train_state.params["params"])
@@ -215,13 +244,19 @@ def fork(args: Fork) -> Path:
             )
         state = state.replace(train_state=state.train_state.replace(params={"params": params}))
     if args.fresh_optimizer:
+        functions = run_functions(config, loaded.module.make_train, script)
         new_run = jax.jit(functions.init)(jax.random.split(jax.random.key(args.fork_seed), len(sources)))
         state = state.replace(train_state=state.train_state.replace(opt_state=new_run.train_state.opt_state))
     folder = open_run_folder(config, script)
     try:
         saved = Checkpoints(folder.path, config.run.keep_checkpoints, config.run.archive_interval, flags_of(config))
         saved.save(state, args.update)
-        rows = copy_log_rows(args.run_dir / "logs.csv", folder.path / "logs.csv", sources, args.update)
+        rows = 0
+        if (args.run_dir / "logs.csv").is_file():  # a run stopped before its first chunk has none
+            rows = copy_log_rows(args.run_dir / "logs.csv", folder.path / "logs.csv", sources, args.update)
+    except BaseException:
+        shutil.rmtree(folder.path)  # made by this call a moment ago: nothing else is in it
+        raise
     finally:
         os.close(folder.lock)
     buffers = f" with the buffers of seeds {args.buffer_from}" if args.buffer_from else ""
@@ -235,6 +270,16 @@ def fork(args: Fork) -> Path:
 
 def evaluate(args: Evaluate) -> list[dict]:
     """One record per archived checkpoint and seed: the training-distribution solve rate."""
+    num_seeds = read_saved_config(args.run_dir)["config"]["num_seeds"]
+    if args.sources and len(args.sources) * args.forks != num_seeds:
+        raise ConfigError(
+            f"--sources {args.sources} x --forks {args.forks} is not {args.run_dir}'s {num_seeds} seeds: "
+            "give the fork's own --seeds and --forks"
+        )
+    if bad := [seed for seed in args.seeds if not 0 <= seed < num_seeds]:
+        raise ConfigError(f"--seeds {bad}: {args.run_dir} has seeds 0-{num_seeds - 1}")
+    if args.out and not args.out.parent.is_dir():
+        raise ConfigError(f"--out {args.out}: {args.out.parent} is not a folder")
     records = []
     evaluator = None
     for path in archived_checkpoints(args.run_dir):

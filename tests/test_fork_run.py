@@ -11,10 +11,12 @@ import csv
 import json
 import shutil
 from dataclasses import replace
+from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
+from flax import struct
 
 from algos import plr
 from benchmarks.learning import fork_run
@@ -237,3 +239,44 @@ def test_evaluate_refuses_labels_that_do_not_fit_the_run(forked):
         fork_run.evaluate(fork_run.Evaluate(run_dir=run_dir, sources=(1, 0), forks=3))
     with pytest.raises(ConfigError, match="--seeds \\[4\\]: .* has seeds 0-3"):
         fork_run.evaluate(fork_run.Evaluate(run_dir=run_dir, seeds=(4,)))
+
+
+def test_variants_the_runs_state_cannot_take_are_refused():
+    """check_copies on stand-in runner states: a curriculum beyond the level buffer (ACCEL's parents) and networks
+    that are not one train_state (PAIRED's). Mutation checked by hand: without either check, its case passes."""
+
+    @struct.dataclass
+    class WithParents:
+        train_state: dict
+        buffer: dict
+        mutation_parents: dict
+
+    @struct.dataclass
+    class WithoutTrainState:
+        students: dict
+
+    args = fork_run.Fork(run_dir=Path("run"), update=2, seeds=(0,), run_name="refused")
+    with pytest.raises(ConfigError, match="curriculum also holds \\['mutation_parents'\\]"):
+        fork_run.check_copies(replace(args, buffer_from=(1,)), WithParents({}, {}, {}))
+    with pytest.raises(ConfigError, match="has no single train_state"):
+        fork_run.check_copies(replace(args, fresh_optimizer=True), WithoutTrainState({}))
+
+
+@pytest.mark.slow
+def test_the_initial_state_of_an_init_from_run_is_refused_and_a_failed_write_leaves_no_folder(
+    forked, tmp_path, monkeypatch
+):
+    copy = tmp_path / "copy"
+    shutil.copytree(forked[0], copy)
+    saved = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps({**saved, "config": {**saved["config"], "init_from": "x.msgpack"}}))
+    with pytest.raises(ConfigError, match="started from --init-from"):
+        fork_run.fork(fork_run.Fork(run_dir=copy, update=0, seeds=(0,), run_name="refused", runs_dir=tmp_path))
+
+    def full_disk(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(fork_run, "copy_log_rows", full_disk)
+    with pytest.raises(OSError):
+        fork_run.fork(fork_run.Fork(run_dir=forked[0], update=2, seeds=(0,), run_name="failed", runs_dir=tmp_path))
+    assert not (tmp_path / "failed").exists() and not (tmp_path / "refused").exists()

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.learning.learning_vs_minimax_config import Args as HarnessArgs  # noqa: E402
 from benchmarks.learning.learning_vs_minimax_evaluate import Evaluator  # noqa: E402
-from common.checkpoint import Checkpoints, checkpoint_path, checkpoint_update, list_checkpoints  # noqa: E402
+from common.checkpoint import Checkpoints, checkpoint_path, checkpoint_update, list_checkpoints, load  # noqa: E402
 from common.config import (  # noqa: E402
     AT_LEAST_ONE,
     NON_NEGATIVE,
@@ -280,26 +280,28 @@ def evaluate(args: Evaluate) -> list[dict]:
         raise ConfigError(f"--seeds {bad}: {args.run_dir} has seeds 0-{num_seeds - 1}")
     if args.out and not args.out.parent.is_dir():
         raise ConfigError(f"--out {args.out}: {args.out.parent} is not a folder")
+    paths = archived_checkpoints(args.run_dir)
+    if not paths:
+        return []
+    loaded = load_run(args.run_dir, paths[0])  # the script's functions once; each checkpoint then loads into its state
+    config = loaded.config
+    harness = replace(
+        HarnessArgs(),
+        maze_size=config.env.maze_size,
+        n_walls=config.env.n_walls,
+        max_steps=config.env.max_steps,
+        lstm_size=config.ppo.lstm_size,
+    )
+    evaluator = Evaluator(harness)
     records = []
-    evaluator = None
-    for path in archived_checkpoints(args.run_dir):
-        loaded = load_run(args.run_dir, path)
-        if evaluator is None:
-            config = loaded.config
-            harness = replace(
-                HarnessArgs(),
-                maze_size=config.env.maze_size,
-                n_walls=config.env.n_walls,
-                max_steps=config.env.max_steps,
-                lstm_size=config.ppo.lstm_size,
-            )
-            evaluator = Evaluator(harness)
-        params = loaded.functions.policies["student"](loaded.runner)
-        for seed in args.seeds or range(loaded.config.run.num_seeds):
-            returns = evaluator.training_levels(jax.tree.map(lambda x, s=seed: x[s], params), loaded.update, seed)
+    for path in paths:
+        runner, update, _ = load(path, loaded.runner)
+        params = loaded.functions.policies["student"](runner)
+        for seed in args.seeds or range(num_seeds):
+            returns = evaluator.training_levels(jax.tree.map(lambda x, s=seed: x[s], params), update, seed)
             source = args.sources[seed // args.forks] if args.sources else seed
             records.append(
-                {"update": loaded.update, "seed": seed, "source": source, "solve_rate": float(np.mean(returns > 0))}
+                {"update": update, "seed": seed, "source": source, "solve_rate": float(np.mean(returns > 0))}
             )
     return records
 

@@ -280,3 +280,35 @@ def test_the_initial_state_of_an_init_from_run_is_refused_and_a_failed_write_lea
     with pytest.raises(OSError):
         fork_run.fork(fork_run.Fork(run_dir=forked[0], update=2, seeds=(0,), run_name="failed", runs_dir=tmp_path))
     assert not (tmp_path / "failed").exists() and not (tmp_path / "refused").exists()
+
+
+@pytest.mark.slow
+def test_params_writes_the_chosen_seeds_student_parameters_that_init_from_starts_a_run_from(forked, tmp_path):
+    """Mutation checked by hand: with the seeds' order ignored (`np.sort`), the stacked check fails; with update 0
+    read from the last checkpoint, the initial check fails."""
+    source, source_config, _, _, _ = forked
+    stacked = fork_run.write_params(fork_run.Params(run_dir=source, update=2, seeds=(1, 0), out=tmp_path / "two.npz"))
+    at_2 = state_at(source, source_config, 2).train_state.params["params"]
+    with np.load(stacked) as data:
+        assert sorted(data.files) == sorted(
+            "params/" + "/".join(key.key for key in path) for path, _ in jax.tree_util.tree_flatten_with_path(at_2)[0]
+        )
+        for path, leaf in jax.tree_util.tree_flatten_with_path(at_2)[0]:
+            np.testing.assert_array_equal(data["params/" + "/".join(key.key for key in path)], np.asarray(leaf)[[1, 0]])
+    one = fork_run.write_params(fork_run.Params(run_dir=source, update=0, seeds=(1,), out=tmp_path / "one.npz"))
+    initial = jax.jit(plr.make_train(source_config).init)(jax.random.split(jax.random.key(source_config.run.seed), 2))
+    from_one = jax.jit(plr.make_train(with_flags(source_config, init_from=str(one))).init)(
+        jax.random.split(jax.random.key(7), 2)
+    )
+    for have, want in zip(
+        jax.tree.leaves(from_one.train_state.params), jax.tree.leaves(initial.train_state.params), strict=True
+    ):
+        np.testing.assert_array_equal(np.asarray(have), np.asarray(want)[[1, 1]])
+    for fields, message in (
+        (dict(update=2, seeds=(2,)), "--seeds \\[2\\]: .* has seeds 0-1"),
+        (dict(update=2, seeds=()), "--seeds: name at least one seed"),
+        (dict(update=2, seeds=(0,), out=tmp_path / "x.txt"), "give an .npz file"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            fork_run.write_params(fork_run.Params(run_dir=source, **{"out": tmp_path / "x.npz", **fields}))
+    assert not (tmp_path / "x.npz").exists()

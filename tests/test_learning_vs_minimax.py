@@ -371,6 +371,85 @@ def test_same_init_starts_cleanued_from_minimax_initial_parameters_and_keeps_min
         config.Args(methods=("paired",), same_init=True)
 
 
+def test_init_from_starts_both_sides_from_the_file_each_minimax_seed_from_its_own_item(monkeypatch, tmp_path):
+    """--init-from: cleanued's run reads the file with --init-from, minimax seed index i gets it through the trainer's
+    --init_params with --init_params_index=i; the experiment records the file; combinations that would start a side
+    elsewhere are refused. Mutation checked by hand: with the index counted from --first-seed's seed itself (seed -
+    first_seed), the index check fails."""
+    monkeypatch.setattr(config, "minimax_shipped", lambda method, venv: {"lr_anneal_steps": 0})
+    start = tmp_path / "start.npz"
+    start.write_bytes(b"")
+    args = config.Args(methods=("dr",), seeds=2, first_seed=12, rollouts=20, checkpoint_every=10, out=tmp_path,
+                       init_from=start)  # fmt: skip
+    jobs = run.make_jobs(args, config.method_settings(args))
+    cleanued = jobs[0].command
+    assert cleanued[cleanued.index("--init-from") + 1] == str(start)
+    for index, job in enumerate(jobs[1:]):
+        assert job.seeds == (13 + index,)
+        assert {f"--init_params={start}", f"--init_params_index={index}"} <= set(job.command)
+    assert outputs.experiment_settings(args)["init_from"] == str(start)
+    plain = dataclasses.replace(args, init_from=None)
+    assert "init_from" not in outputs.experiment_settings(plain)
+    assert not any("init_params" in flag for job in run.make_jobs(plain, config.method_settings(plain)) for flag in
+                   job.command)  # fmt: skip
+    for fields, message in (
+        (dict(same_init=True), "not with --same-init, nor --cleanued-per-seed"),
+        (dict(cleanued_per_seed=True), "not with --same-init, nor --cleanued-per-seed"),
+        (dict(methods=("paired",)), "--init-from covers the student alone"),
+        (dict(init_from=tmp_path / "missing.npz"), "missing.npz: no such .npz"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            config.Args(**{"methods": ("dr",), "init_from": start, **fields})
+
+
+def test_cleanued_parameters_fill_minimax_tree_and_read_back_the_same():
+    """minimax_params: minimax_tree puts one seed's cleanued-named arrays (or item i of stacked ones) into every
+    student of a minimax-shaped tree, and flat_params reads them back under the same names; a missing, extra or
+    misshapen parameter is refused naming it. Mutation checked by hand: with item 0 taken whatever the index, the
+    stacked check fails; without the broadcast over students, the second student's check fails."""
+    import numpy as np
+
+    from benchmarks.learning.minimax_params import PARAM_NAMES, flat_params, minimax_tree
+
+    shapes = {"kernel": (3, 2), "bias": (2,)}
+    template = {"params": {}}
+    for theirs in PARAM_NAMES:
+        node = template["params"]
+        for name in theirs.split("/"):
+            node = node.setdefault(name, {})
+        node.update({leaf: np.zeros((2, *shape), np.float32) for leaf, shape in shapes.items()})
+    rng = np.random.default_rng(0)
+    one = {f"params/{ours}/{leaf}": rng.normal(size=shape).astype(np.float32) for ours in PARAM_NAMES.values()
+           for leaf, shape in shapes.items()}  # fmt: skip
+    filled = minimax_tree(template, one)
+    assert flat_params("params/", filled).keys() == one.keys()
+    for student in (0, 1):
+        second = {
+            key: np.asarray(value) for key, value in flat_params("params/", jax_tree_item(filled, student)).items()
+        }
+        for key, value in one.items():
+            np.testing.assert_array_equal(second[key], value)
+    stacked = {key: np.stack([value, value + 1.0, value + 2.0]) for key, value in one.items()}
+    picked = flat_params("params/", minimax_tree(template, stacked, index=2))
+    for key, value in one.items():
+        np.testing.assert_array_equal(picked[key], value + 2.0)
+    with pytest.raises(ValueError, match="holds 3 seeds, so it has no seed 3"):
+        minimax_tree(template, stacked, index=3)
+    with pytest.raises(ValueError, match="lack Conv3x3_0/bias"):
+        minimax_tree(template, {key: value for key, value in one.items() if key != "params/Conv3x3_0/bias"})
+    with pytest.raises(ValueError, match="hold Head/bias, which minimax's student has not"):
+        minimax_tree(template, {**one, "params/Head/bias": np.zeros(2)})
+    with pytest.raises(ValueError, match="Dense_1/kernel is \\(2, 3\\) there and \\(3, 2\\)"):
+        minimax_tree(template, {**one, "params/Dense_1/kernel": np.zeros((2, 3))})
+
+
+def jax_tree_item(tree, index):
+    """The tree of student `index`, with the student axis kept (flat_params drops the first item of it)."""
+    import jax
+
+    return jax.tree.map(lambda leaf: leaf[index : index + 1], tree)
+
+
 def test_minimax_runs_through_the_logging_trainer_and_earlier_runs_of_minimax_train_still_count(monkeypatch, tmp_path):
     monkeypatch.setattr(config, "minimax_shipped", lambda method, venv: {"lr_anneal_steps": 0})
     args = config.Args(methods=("dr",), seeds=1, rollouts=20, checkpoint_every=10, out=tmp_path)

@@ -20,6 +20,12 @@ some of another seed's layers. Then:
 `evaluate` plays each archived checkpoint of a run on the training distribution, as the learning comparison's
 evaluate stage does (benchmarks/learning/learning_vs_minimax_evaluate.py: its 512 levels and seeds), and prints the
 solve rates per checkpoint and copy.
+
+`params` writes chosen seeds' student parameters at a checkpoint (0: the initial ones, made again from the run's
+seed) as an .npz of `params/<path>` arrays, one seed's or stacked in --seeds order: what the scripts' --init-from and
+the learning comparison's --init-from read, so other runs, or minimax, start where a seed of this run started:
+
+    python benchmarks/learning/fork_run.py params --run-dir RUNS/cleanued_plr --update 0 --seeds 4 --out seed4.npz
 """
 
 import csv
@@ -53,6 +59,7 @@ from common.config import (  # noqa: E402
 )
 from common.errors import ConfigError  # noqa: E402
 from common.evaluate import load_run  # noqa: E402
+from common.init_from import NPZ_PREFIX  # noqa: E402
 from common.runs import one_line_errors, open_run_folder  # noqa: E402
 from common.sweep import run_functions  # noqa: E402
 
@@ -106,6 +113,22 @@ class Evaluate:
     """Only these seeds of the run (empty: all)."""
     out: Path | None = None
     """Also write the records here as JSON lines (replaced)."""
+
+    def __post_init__(self):
+        raise_first(range_problems(self))
+
+
+@dataclass(frozen=True)
+class Params:
+    """Write seeds' student parameters at a checkpoint as an .npz of params/<path> arrays."""
+
+    run_dir: Path
+    update: Annotated[int, NON_NEGATIVE]
+    """The checkpoint (0 without one: the run's initial parameters, made again from its seed)."""
+    seeds: tuple[int, ...]
+    """The run's seeds: one gives one seed's arrays, several a stack in this order."""
+    out: Path
+    """The .npz to write (replaced)."""
 
     def __post_init__(self):
         raise_first(range_problems(self))
@@ -200,27 +223,40 @@ def copy_log_rows(source: Path, target: Path, sources: np.ndarray, update: int) 
     return len(written)
 
 
+def check_seeds(run_dir: Path, num_seeds: int, named: tuple[tuple[str, tuple[int, ...]], ...]) -> None:
+    for flag, seeds in named:
+        if bad := [seed for seed in seeds if not 0 <= seed < num_seeds]:
+            raise ConfigError(f"{flag} {bad}: {run_dir} has seeds 0-{num_seeds - 1}")
+
+
+def run_at(run_dir: Path, update: int, check=lambda loaded: None):
+    """The run's script, config and state at `update` (common.evaluate.load_run's answer): its checkpoint, or at 0
+    without one its initial state made again from its seed as the driver made it. `check(loaded)` runs before that
+    state is computed."""
+    initial = update == 0 and not any(checkpoint_update(path) == 0 for path in archived_checkpoints(run_dir))
+    loaded = load_run(run_dir, None if initial else checkpoint_at(run_dir, update))
+    check(loaded)
+    if initial and read_saved_config(run_dir)["config"].get("init_from"):
+        raise ConfigError(f"--update 0: {run_dir} started from --init-from, so its initial state cannot be remade")
+    num_seeds = loaded.config.run.num_seeds
+    if shared := [leaf.shape for leaf in jax.tree.leaves(loaded.runner) if leaf.shape[:1] != (num_seeds,)]:
+        raise ConfigError(f"{run_dir}'s state has leaves without a seed axis ({shared[:3]}): cannot take seeds of it")
+    if initial:
+        runner = jax.jit(loaded.functions.init)(jax.random.split(jax.random.key(loaded.config.run.seed), num_seeds))
+        loaded = loaded._replace(runner=runner)
+    return loaded
+
+
 def fork(args: Fork) -> Path:
     """Make the forked run folder; returns it. Everything is checked before anything is compiled or written, and a
     fork that fails while writing leaves no folder."""
-    initial = args.update == 0 and not any(checkpoint_update(path) == 0 for path in archived_checkpoints(args.run_dir))
-    loaded = load_run(args.run_dir, None if initial else checkpoint_at(args.run_dir, args.update))
-    num_seeds = loaded.config.run.num_seeds
-    for flag, seeds in (
-        ("--seeds", args.seeds),
-        ("--buffer-from", args.buffer_from),
-        ("--params-from", args.params_from),
-    ):
-        if bad := [seed for seed in seeds if not 0 <= seed < num_seeds]:
-            raise ConfigError(f"{flag} {bad}: {args.run_dir} has seeds 0-{num_seeds - 1}")
-    check_copies(args, loaded.runner)
-    if initial and read_saved_config(args.run_dir)["config"].get("init_from"):
-        raise ConfigError(f"--update 0: {args.run_dir} started from --init-from, so its initial state cannot be remade")
-    if shared := [leaf.shape for leaf in jax.tree.leaves(loaded.runner) if leaf.shape[:1] != (num_seeds,)]:
-        raise ConfigError(f"{args.run_dir}'s state has leaves without a seed axis ({shared[:3]}): cannot fork it")
-    if initial:  # the run's initial state, made again from its seed as the driver made it
-        runner = jax.jit(loaded.functions.init)(jax.random.split(jax.random.key(loaded.config.run.seed), num_seeds))
-        loaded = loaded._replace(runner=runner)
+
+    def check(loaded):
+        named = (("--seeds", args.seeds), ("--buffer-from", args.buffer_from), ("--params-from", args.params_from))
+        check_seeds(args.run_dir, loaded.config.run.num_seeds, named)
+        check_copies(args, loaded.runner)
+
+    loaded = run_at(args.run_dir, args.update, check)
     sources = np.repeat(np.asarray(args.seeds), args.forks)
     buffer_sources = np.repeat(np.asarray(args.buffer_from), args.forks) if args.buffer_from else None
     config = with_flags(
@@ -268,6 +304,34 @@ def fork(args: Fork) -> Path:
     return folder.path
 
 
+def write_params(args: Params) -> Path:
+    """Write `args.out`: the student's parameters of `args.seeds` at `args.update`; returns it."""
+    if not args.seeds:
+        raise ConfigError("--seeds: name at least one seed")
+    if args.out.suffix != ".npz" or not args.out.parent.is_dir():
+        raise ConfigError(f"--out {args.out}: give an .npz file in an existing folder")
+
+    def check(loaded):
+        check_seeds(args.run_dir, loaded.config.run.num_seeds, (("--seeds", args.seeds),))
+        if "student" not in loaded.functions.policies:
+            raise ConfigError(f"{args.run_dir}'s method has no student policy")
+
+    loaded = run_at(args.run_dir, args.update, check)
+    params = loaded.functions.policies["student"](loaded.runner)
+    chosen = np.asarray(args.seeds) if len(args.seeds) > 1 else args.seeds[0]
+    flat = {
+        NPZ_PREFIX + "/".join(str(key.key) for key in path): np.asarray(leaf)[chosen]
+        for path, leaf in jax.tree_util.tree_flatten_with_path(params["params"])[0]
+    }
+    temporary = args.out.with_name(f".{args.out.name}.tmp-{os.getpid()}")
+    with open(temporary, "wb") as handle:
+        np.savez(handle, **flat)
+    os.replace(temporary, args.out)  # whole or not at all
+    seeds = " ".join(map(str, args.seeds))
+    print(f"{args.out}: the student parameters of seeds {seeds} of {args.run_dir} at update {args.update}")
+    return args.out
+
+
 def evaluate(args: Evaluate) -> list[dict]:
     """One record per archived checkpoint and seed: the training-distribution solve rate."""
     num_seeds = read_saved_config(args.run_dir)["config"]["num_seeds"]
@@ -308,9 +372,14 @@ def evaluate(args: Evaluate) -> list[dict]:
 
 def main() -> None:
     with one_line_errors():
-        command = tyro.extras.subcommand_cli_from_dict({"fork": Fork, "evaluate": Evaluate}, description=__doc__)
+        command = tyro.extras.subcommand_cli_from_dict(
+            {"fork": Fork, "evaluate": Evaluate, "params": Params}, description=__doc__
+        )
         if isinstance(command, Fork):
             fork(command)
+            return
+        if isinstance(command, Params):
+            write_params(command)
             return
         records = evaluate(command)
         if command.out:

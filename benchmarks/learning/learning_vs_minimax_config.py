@@ -211,6 +211,11 @@ class Args:
     same_init: bool = False
     """Start cleanued's seed i from minimax's initial parameters of seed i (minimax's init checkpoint, converted, given
     to cleanued with --init-from), so the sides differ in everything but where they start."""
+    init_from: Path | None = None
+    """Start every student of both sides from these parameters: an .npz of `params/<path>` arrays, one seed's for every
+    seed or stacked with one per seed (`benchmarks/learning/fork_run.py params` writes one from a cleanued run's seeds),
+    read by cleanued's --init-from and by minimax through minimax_train.py's --init_params: a start that stalls one
+    library's seeds, tried in the other."""
     rollouts: Annotated[int, AT_LEAST_ONE] = 600
     """Rollouts (of --num-envs x --num-steps) per run: cleanued updates; minimax ticks (ACCEL: ticks + replay ticks)."""
     maze_size: Annotated[int, Range(2, 101)] = 7
@@ -295,6 +300,18 @@ class Args:
                 (
                     self.same_init and "paired" in self.methods,
                     "--same-init covers the student alone: PAIRED's teacher and antagonist would still start apart",
+                ),
+                (
+                    self.init_from is not None and (self.same_init or self.cleanued_per_seed),
+                    "--init-from gives both sides their start: not with --same-init, nor --cleanued-per-seed",
+                ),
+                (
+                    self.init_from is not None and "paired" in self.methods,
+                    "--init-from covers the student alone: PAIRED's teacher and antagonist would still start apart",
+                ),
+                (
+                    self.init_from is not None and not (self.init_from.suffix == ".npz" and self.init_from.is_file()),
+                    f"--init-from {self.init_from}: no such .npz (fork_run.py params writes one)",
                 ),
                 *diagnostic_problems(self),
                 (
@@ -404,6 +421,7 @@ def cleanued_run_settings(args: Args, method: str, run: CleanuedRun) -> dict:
         "checkpoint_interval": args.checkpoint_every,
         "archive_interval": args.checkpoint_every,
         **({"init_from": initial_parameters_path(args, method, run)} if args.same_init else {}),
+        **({"init_from": args.init_from.resolve()} if args.init_from else {}),
     }
 
 

@@ -14,7 +14,7 @@ from common import checkpoint as checkpoints
 EXPERIMENT_FIELDS = (
     "seeds", "rollouts", "maze_size", "n_walls", "max_steps", "num_envs", "num_steps", "lstm_size", "match_deviations",
     "checkpoint_every", "accel_archive_ticks", "diagnostic", "first_seed", "same_init",
-    "cleanued_per_seed",
+    "cleanued_per_seed", "init_from",
 )  # fmt: skip
 
 
@@ -23,10 +23,14 @@ def experiment_settings(args: Args) -> dict:
     added; the evaluation's settings may change, since each evaluation record carries them and the report picks
     the records of its own."""
     values = {field: getattr(args, field) for field in EXPERIMENT_FIELDS}
-    defaults = (("diagnostic", ()), ("first_seed", 0), ("same_init", False), ("cleanued_per_seed", False))
+    defaults = (
+        ("diagnostic", ()), ("first_seed", 0), ("same_init", False), ("cleanued_per_seed", False), ("init_from", None)
+    )  # fmt: skip
     for field, default in defaults:
         if values[field] == default:  # as in the folders written before the flag existed
             del values[field]
+    if "init_from" in values:
+        values["init_from"] = str(values["init_from"].resolve())
     return json.loads(json.dumps(values))  # as read back: tuples are lists
 
 

@@ -75,6 +75,8 @@ def minimax_command(args: Args, method: str, seed: int, settings: dict, initial_
     }
     if initial_only:  # minimax initialises from --seed alone, so these are the parameters its training run starts from
         run |= {"archive_init_checkpoint": True, "n_total_updates": 0}
+    elif args.init_from:  # TRAINER's own flags: seed index i takes item i of stacked parameters
+        run |= {"init_params": args.init_from.resolve(), "init_params_index": seed - args.first_seed - 1}
     flags = [f"--{key}={value}" for key, value in {**settings, **run}.items() if value is not None]
     return [str(args.minimax_venv / "bin" / "python"), str(REPO_ROOT / "benchmarks" / "learning" / TRAINER), *flags]
 

@@ -3,7 +3,7 @@ benchmarks/learning/learning_vs_minimax.py, which evaluates both libraries' poli
 
 Run with the Python of the minimax virtual environment (its pinned JAX 0.4.31 stack, `MINIMAX_STACK` in
 benchmarks/speed/bench_algos.py); it never imports cleanued's code. The parameter names are mapped with
-benchmarks/learning/minimax_fixtures.py (`PARAM_NAMES`, `flat_params`), the mapping the parity tests use.
+benchmarks/learning/minimax_params.py (`flat_params`), the mapping the parity tests use.
 
     benchmarks/.minimax-venv/bin/python benchmarks/learning/minimax_checkpoint_params.py versions
     benchmarks/.minimax-venv/bin/python benchmarks/learning/minimax_checkpoint_params.py convert IN.pkl OUT.npz \

@@ -11,7 +11,7 @@ under 1 MB and the tests take seconds.
 
 One file, in three marked sections (the level buffer, the scores, one update), because every recording stands on the
 same minimax-side pieces (the manager and the runner built from the shipped flags, `take`, the parameter-name mapping
-`flat_params` that minimax_checkpoint_params.py also uses, the `meta` stamp of versions) and one command re-records
+`flat_params` of minimax_params.py, the `meta` stamp of versions) and one command re-records
 every fixture with one stack, so the fixtures never mix versions. Split it when a section needs pieces of its own.
 
 Files (tests/fixtures/):
@@ -32,7 +32,7 @@ Files (tests/fixtures/):
   LSTM carry carried over from the first tick and Adam's moments are not zero) and of `PLRRunner`
   (Robust PLR, the first replay tick after the buffer filled), recomputed outside `run` step by step from
   minimax's own functions and checked against `run`: parameters and Adam state before and after (named
-  as cleanued's flax tree, `PARAM_NAMES`), the rollout batch, the carry at the rollout's start, the
+  as cleanued's flax tree, minimax_params.py's `PARAM_NAMES`), the rollout batch, the carry at the rollout's start, the
   bootstrap value, GAE, the loss and gradient of the first PPO epoch at the starting parameters, and
   the update's statistics. The PLR file adds the level scores of the replayed levels, and per tick
   (`tick<k>_*`) the runner's buffer bookkeeping up to that update.
@@ -58,19 +58,9 @@ from minimax.envs.maze.common import DIR_TO_VEC  # noqa: E402
 from minimax.runners import ExperimentRunner  # noqa: E402
 from minimax.util.rl.plr import PLRManager  # noqa: E402
 from minimax.util.rl.ued_scores import UEDScore, compute_ued_scores  # noqa: E402
+from minimax_params import flat_params  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-# minimax's GridWorldACStudentModel parameter path -> cleanued's ActorCritic path (algos/dr.py).
-PARAM_NAMES = {
-    "cnn": "Conv3x3_0",
-    "fc_scalar": "Embed_0",
-    "rnn/OptimizedLSTMCell_0": "ScannedLSTM_0/OptimizedLSTMCell_0",
-    "fc_pi_1": "Dense_0",
-    "fc_pi_final": "Dense_1",
-    "v_head/Dense_0": "Dense_2",
-    "v_head/fc_value_final": "Dense_3",
-}
 
 TINY = dict(
     n_parallel=4,
@@ -476,28 +466,6 @@ def make_runner(name: str, overrides: dict):
         n_devices=1,
     )
     return experiment.runner, args
-
-
-def flat_params(prefix: str, tree) -> dict:
-    """{prefix + cleanued path: array} from a minimax parameter tree of one student (leading axis dropped)."""
-    flat = {}
-
-    def visit(node, path):
-        if isinstance(node, dict) or hasattr(node, "items"):
-            for key, child in node.items():
-                visit(child, path + [key])
-            return
-        name = "/".join(path)
-        for theirs, ours in sorted(PARAM_NAMES.items(), key=lambda item: -len(item[0])):
-            if name.startswith(theirs + "/"):
-                name = ours + name[len(theirs) :]
-                break
-        else:
-            raise KeyError(name)
-        flat[prefix + name] = np.asarray(node[0])
-
-    visit(tree["params"], [])
-    return flat
 
 
 def optimizer_fields(prefix: str, opt_state) -> dict:

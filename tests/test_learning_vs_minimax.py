@@ -576,3 +576,53 @@ def test_seed_sets_pool_into_one_table_and_only_of_one_experiment(tmp_path):
     assert "| 2/2 | 0.150 [" in training and "| -0.400 [" in training and training.endswith("| 0.33 | - |")
     with pytest.raises(ConfigError, match="give at least one folder"):
         pool_seed_sets.pooled_table(pool_seed_sets.Args(folders=()))
+
+
+def test_cleanued_runs_replace_the_folders_cleanued_side_when_trained_alike(tmp_path):
+    """--cleanued-runs: cleanued's side comes from the runs' fork_run.py evaluations (minimax's from the folder); the
+    table keeps the training distribution's rows; runs trained otherwise, sharing a seed or evaluated otherwise are
+    refused. Mutation checked by hand: with the folders' cleanued records kept, the seed count check fails; without the
+    settings comparison, the first refusal does not come."""
+    folder = tmp_path / "set0"
+    folder.mkdir()
+    (folder / "experiment.json").write_text(json.dumps({"seeds": 2, "rollouts": 20, "maze_size": 7}))
+    (folder / "settings.json").write_text(json.dumps({"plr": {"cleanued": {"maze_size": 7, "temperature": 0.3}}}))
+    records = []
+    for side, values in {"cleanued": [0.1, 0.2], "minimax": [0.5, 0.6]}.items():
+        for seed, rate in enumerate(values):
+            base = {"side": side, "method": "plr", "seed": seed, "eval_seed": 0, "grid": 20, "episodes": 512}
+            records += [base | {"kind": "train_levels", "maze": None, "solve_rate": rate}]
+            records += [base | {"kind": "heldout", "maze": "SixteenRooms", "episodes": 200, "solve_rate": rate}]
+    outputs.write_jsonl(folder / "evaluations.jsonl", records)
+    runs = []
+    for seed, rates in ((100, [0.7, 0.8, 0.9]), (200, [0.4])):
+        run_dir = tmp_path / f"run{seed}"
+        run_dir.mkdir()
+        config_json = {"maze_size": 7, "temperature": 0.3, "total_updates": 20, "seed": seed}
+        (run_dir / "config.json").write_text(json.dumps({"script": "algos/plr.py", "config": config_json}))
+        outputs.write_jsonl(
+            run_dir / "evaluations.jsonl",
+            [{"update": 20, "seed": index, "source": index, "solve_rate": rate} for index, rate in enumerate(rates)],
+        )
+        runs.append(run_dir)
+    arguments = dict(folders=(folder,), bootstrap_resamples=200, cleanued_runs=tuple(runs))
+    table = pool_seed_sets.pooled_table(pool_seed_sets.Args(**arguments))
+    training = next(line for line in table.splitlines() if line.startswith("| training distribution, 20 rollouts"))
+    assert "| 4/2 | 0.700 [" in training and "| 0.550 [" in training, training
+    assert "SixteenRooms" not in table and "from 2 other run(s)" in table
+    config_path = runs[1] / "config.json"
+    for change, message in (
+        ({"temperature": 1.0}, "trained with other settings than the folders' cleanued: temperature 1.0"),
+        ({"total_updates": 40}, "40 updates, the folders 20"),
+        ({"seed": 100}, "share --seed 100: seeds would repeat"),
+    ):
+        config_path.write_text(json.dumps({"config": {**config_json, **change}}))
+        with pytest.raises(ConfigError, match=message):
+            pool_seed_sets.pooled_table(pool_seed_sets.Args(**arguments))
+    config_path.write_text(json.dumps({"config": config_json}))
+    outputs.write_jsonl(runs[1] / "evaluations.jsonl", [{"update": 20, "seed": 0, "solve_rate": 0.4, "episodes": 64}])
+    with pytest.raises(ConfigError, match="evaluated with \\(64, 0\\), the folders with \\(512, 0\\)"):
+        pool_seed_sets.pooled_table(pool_seed_sets.Args(**arguments))
+    (runs[1] / "evaluations.jsonl").unlink()
+    with pytest.raises(ConfigError, match="needs config.json and evaluations.jsonl"):
+        pool_seed_sets.pooled_table(pool_seed_sets.Args(**arguments))

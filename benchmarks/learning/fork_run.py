@@ -365,7 +365,14 @@ def evaluate(args: Evaluate) -> list[dict]:
             returns = evaluator.training_levels(jax.tree.map(lambda x, s=seed: x[s], params), update, seed)
             source = args.sources[seed // args.forks] if args.sources else seed
             records.append(
-                {"update": update, "seed": seed, "source": source, "solve_rate": float(np.mean(returns > 0))}
+                {
+                    "update": update,
+                    "seed": seed,
+                    "source": source,
+                    "solve_rate": float(np.mean(returns > 0)),
+                    "episodes": harness.train_levels,
+                    "eval_seed": harness.eval_seed,
+                }
             )
     return records
 

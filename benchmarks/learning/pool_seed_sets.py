@@ -14,6 +14,14 @@ ones (common random numbers, as between the two sides).
     R=benchmarks/results/learning_vs_minimax_7x7_plr_12_seeds
     python benchmarks/learning/pool_seed_sets.py $R ${R}_set2 ${R}_set3
     python benchmarks/learning/pool_seed_sets.py $R   # one seed set: the spread test and the difference's interval
+
+`--cleanued-runs` takes cleanued's side from other run folders instead, trained with the folders' cleanued settings
+(for instance hundreds of seeds vmapped in one process on a GPU) and evaluated by `benchmarks/learning/fork_run.py
+evaluate --out RUN/evaluations.jsonl` on the same training-distribution levels; the table then has the training
+distribution's rows alone. A tail that shows in a few seeds is measured best this way: minimax's side then comes from
+every folder.
+
+    python benchmarks/learning/pool_seed_sets.py $R ${R}_set2 --cleanued-runs RUN_A RUN_B
 """
 
 import json
@@ -50,6 +58,9 @@ class Args:
     """Output folders of benchmarks/learning/learning_vs_minimax.py, each with its own --first-seed."""
     method: str = "plr"
     """The method whose evaluations are pooled."""
+    cleanued_runs: tuple[Path, ...] = ()
+    """cleanued run folders (config.json, evaluations.jsonl from fork_run.py evaluate) that replace the folders'
+    cleanued side; each with the folders' cleanued settings and its own --seed."""
     bootstrap_resamples: Annotated[int, AT_LEAST_ONE] = 10_000
     """Resamples of the bootstrap intervals over seeds."""
 
@@ -93,6 +104,45 @@ def pooled_values(folders: tuple[Path, ...], method: str) -> dict:
                 )
             values.setdefault((label, record["grid"], record["side"]), {})[index, record["seed"]] = record["solve_rate"]
     return values
+
+
+FORK_RUN_EVALUATION = (512, 0)
+"""(episodes, evaluation seed) of fork_run.py evaluate's records that do not say: it always evaluated with the
+harness's defaults (--train-levels, --eval-seed)."""
+
+
+def run_values(folders: tuple[Path, ...], runs: tuple[Path, ...], method: str, values: dict) -> dict:
+    """`values` with cleanued's side replaced by the runs' training-distribution evaluations, {(label, grid,
+    "cleanued"): {(run folder, seed): rate}}; refused unless every run has the folders' cleanued settings, the
+    folders' training-distribution evaluation setting and a seed of its own."""
+    expected = json.loads((folders[0] / "settings.json").read_text())[method]["cleanued"]
+    rollouts = json.loads((folders[0] / "experiment.json").read_text())["rollouts"]
+    setting = next(
+        ((record["episodes"], record["eval_seed"]) for record in read_jsonl(folders[0] / "evaluations.jsonl")
+         if record["kind"] == "train_levels"),
+        FORK_RUN_EVALUATION,
+    )  # fmt: skip
+    replaced = {key: value for key, value in values.items() if key[2] != "cleanued"}
+    seeds_seen = {}
+    for run in runs:
+        if not (run / "config.json").is_file() or not (run / "evaluations.jsonl").is_file():
+            raise ConfigError(f"--cleanued-runs {run}: needs config.json and evaluations.jsonl (fork_run.py evaluate)")
+        config = json.loads((run / "config.json").read_text())["config"]
+        if differing := sorted(key for key, value in expected.items() if config.get(key) != value):
+            shown = ", ".join(f"{key} {config.get(key)!r} (folders: {expected[key]!r})" for key in differing)
+            raise ConfigError(f"--cleanued-runs {run}: trained with other settings than the folders' cleanued: {shown}")
+        if config["total_updates"] != rollouts:
+            raise ConfigError(f"--cleanued-runs {run}: {config['total_updates']} updates, the folders {rollouts}")
+        if (earlier := seeds_seen.setdefault(config["seed"], run)) != run:
+            raise ConfigError(f"--cleanued-runs {run} and {earlier} share --seed {config['seed']}: seeds would repeat")
+        for record in read_jsonl(run / "evaluations.jsonl"):
+            episodes, eval_seed = FORK_RUN_EVALUATION
+            evaluated = (record.get("episodes", episodes), record.get("eval_seed", eval_seed))
+            if evaluated != setting:
+                raise ConfigError(f"--cleanued-runs {run}: evaluated with {evaluated}, the folders with {setting}")
+            key = ("training distribution", record["update"], "cleanued")
+            replaced.setdefault(key, {})[str(run), record["seed"]] = record["solve_rate"]
+    return replaced
 
 
 def difference_interval(cleanued: list[float], minimax: list[float], resamples: int) -> tuple[float, tuple]:
@@ -144,11 +194,16 @@ def pooled_table(args: Args) -> str:
     values = pooled_values(args.folders, args.method)
     if not values:
         raise ConfigError(f"no evaluations of {args.method} in the folders")
-    labels = ["training distribution"] + sorted({label for label, _, _ in values} - {"training distribution"})
+    if args.cleanued_runs:
+        values = run_values(args.folders, args.cleanued_runs, args.method, values)
+    labels = ["training distribution"]
+    if not args.cleanued_runs:  # the runs' evaluations are of the training distribution alone
+        labels += sorted({label for label, _, _ in values} - {"training distribution"})
+    cleanued_from = f"; cleanued's side from {len(args.cleanued_runs)} other run(s)" if args.cleanued_runs else ""
     lines = [
-        f"{args.method}, {len(args.folders)} seed set(s) pooled: solve rates, mean [95% bootstrap interval] per side,"
-        " the difference of the means (cleanued - minimax) with its interval, and the p-values of Mann-Whitney U"
-        " (ranks) and Brown-Forsythe (spread; - with fewer than 3 seeds a side)",
+        f"{args.method}, {len(args.folders)} seed set(s) pooled{cleanued_from}: solve rates, mean [95% bootstrap"
+        " interval] per side, the difference of the means (cleanued - minimax) with its interval, and the p-values of"
+        " Mann-Whitney U (ranks) and Brown-Forsythe (spread; - with fewer than 3 seeds a side)",
         "",
         "| quantity | seeds (cleanued/minimax) | cleanued | minimax | intervals overlap | difference | Mann-Whitney p"
         " | spread p |",

@@ -155,6 +155,38 @@ def test_overwrite_deletes_only_run_folders(tmp_path, finished_run):
         run_script(dr, tiny(tmp_path, run_name="forged", overwrite=True))
 
 
+def test_the_refusals_to_start_name_the_folder_the_way_out_and_at_most_five_of_its_entries(tmp_path, finished_run):
+    """The one-line refusals of open_run_folder, word for word: a taken name (the three ways out), --overwrite of a
+    folder no run made and of a run holding foreign files (five entries shown, then ", ..."), a resume with other
+    flags (naming the folder). Kills mutmut's survivors of open_run_folder 20, 47-50, 55, 58-65, 67 and 74-80."""
+
+    def refusal(**flags) -> str:
+        with pytest.raises(ConfigError) as raised:
+            runs.open_run_folder(tiny(tmp_path, **flags), "algos/dr.py")
+        return str(raised.value)
+
+    taken = copy_of(finished_run, tmp_path, "taken")
+    assert refusal(run_name="taken") == (
+        f"{taken} already exists: pass --resume to continue it, --overwrite to start over, or another --run-name"
+    )
+    assert refusal(run_name="taken", resume=True, lr=0.5).startswith(f"cannot resume {taken}: the config differs in")
+    for count, shown in ((5, "a0, a1, a2, a3, a4"), (6, "a0, a1, a2, a3, a4, ...")):
+        other = tmp_path / f"other{count}"
+        other.mkdir()
+        for index in range(count):
+            (other / f"a{index}").write_text("x")
+        assert refusal(run_name=f"other{count}", overwrite=True) == (
+            f"{other} was not made by a cleanued run (it holds {shown} but no {runs.MARKER}, which a new run writes "
+            "first; folders of runs before that file existed have none either): refusing to delete it"
+        )
+        run = copy_of(finished_run, tmp_path, f"run{count}")
+        for index in range(count):
+            (run / f"a{index}").write_text("x")
+        assert refusal(run_name=f"run{count}", overwrite=True) == (
+            f"{run} holds what no run writes ({shown}); refusing to delete it: move those away first"
+        )
+
+
 def test_an_overwrite_cut_off_part_way_is_finished_by_the_next(tmp_path, finished_run, monkeypatch):
     """A kill while --overwrite deletes the old run: the marker stays to the end, so the folder still proves it is a
     run and one more --overwrite finishes, config.json gone or not; a folder of a run from before the marker (no

@@ -374,11 +374,14 @@ def test_same_init_starts_cleanued_from_minimax_initial_parameters_and_keeps_min
 def test_init_from_starts_both_sides_from_the_file_each_minimax_seed_from_its_own_item(monkeypatch, tmp_path):
     """--init-from: cleanued's run reads the file with --init-from, minimax seed index i gets it through the trainer's
     --init_params with --init_params_index=i; the experiment records the file; combinations that would start a side
-    elsewhere are refused. Mutation checked by hand: with the index counted from --first-seed's seed itself (seed -
-    first_seed), the index check fails."""
+    elsewhere are refused, as is a stack of another number of seeds. Mutation checked by hand: with the index counted
+    from --first-seed's seed itself (seed - first_seed), the index check fails; with the file's path recorded instead of
+    its digest, the moved-file check fails; without the stack's count checked, its refusal does not come."""
+    import numpy as np
+
     monkeypatch.setattr(config, "minimax_shipped", lambda method, venv: {"lr_anneal_steps": 0})
     start = tmp_path / "start.npz"
-    start.write_bytes(b"")
+    np.savez(start, **{"params/Dense_3/bias": np.zeros((2, 1), np.float32)})
     args = config.Args(methods=("dr",), seeds=2, first_seed=12, rollouts=20, checkpoint_every=10, out=tmp_path,
                        init_from=start)  # fmt: skip
     jobs = run.make_jobs(args, config.method_settings(args))
@@ -387,7 +390,14 @@ def test_init_from_starts_both_sides_from_the_file_each_minimax_seed_from_its_ow
     for index, job in enumerate(jobs[1:]):
         assert job.seeds == (13 + index,)
         assert {f"--init_params={start}", f"--init_params_index={index}"} <= set(job.command)
-    assert outputs.experiment_settings(args)["init_from"] == str(start)
+    digest = outputs.experiment_settings(args)["init_from"]
+    moved = tmp_path / "moved.npz"
+    moved.write_bytes(start.read_bytes())
+    assert digest.startswith("sha256:") and outputs.experiment_settings(dataclasses.replace(args, init_from=moved)) == (
+        outputs.experiment_settings(args)
+    )  # the file's contents, not where it is kept
+    np.savez(moved, **{"params/Dense_3/bias": np.ones((2, 1), np.float32)})
+    assert outputs.experiment_settings(dataclasses.replace(args, init_from=moved))["init_from"] != digest
     plain = dataclasses.replace(args, init_from=None)
     assert "init_from" not in outputs.experiment_settings(plain)
     assert not any("init_params" in flag for job in run.make_jobs(plain, config.method_settings(plain)) for flag in
@@ -397,16 +407,24 @@ def test_init_from_starts_both_sides_from_the_file_each_minimax_seed_from_its_ow
         (dict(cleanued_per_seed=True), "not with --same-init, nor --cleanued-per-seed"),
         (dict(methods=("paired",)), "--init-from covers the student alone"),
         (dict(init_from=tmp_path / "missing.npz"), "missing.npz: no such .npz"),
+        (dict(seeds=3), "holds 2 seeds' parameters: give one seed's or --seeds \\(3\\)"),
     ):
         with pytest.raises(ConfigError, match=message):
             config.Args(**{"methods": ("dr",), "init_from": start, **fields})
+    for shape in ((1,), (1, 1)):  # one seed's, or a stack of one: every seed starts from it
+        np.savez(moved, **{"params/Dense_3/bias": np.zeros(shape, np.float32)})
+        config.Args(methods=("dr",), seeds=3, init_from=moved)
+    np.savez(moved, **{"params/Dense_2/bias": np.zeros(1, np.float32)})
+    with pytest.raises(ConfigError, match="no params/Dense_3/bias, so not a student's parameters"):
+        config.Args(methods=("dr",), init_from=moved)
 
 
 def test_cleanued_parameters_fill_minimax_tree_and_read_back_the_same():
     """minimax_params: minimax_tree puts one seed's cleanued-named arrays (or item i of stacked ones) into every
     student of a minimax-shaped tree, and flat_params reads them back under the same names; a missing, extra or
     misshapen parameter is refused naming it. Mutation checked by hand: with item 0 taken whatever the index, the
-    stacked check fails; without the broadcast over students, the second student's check fails."""
+    stacked check fails; without the broadcast over students, the second student's check fails; without a stack of one
+    read as one seed's, the stack-of-one check fails."""
     import numpy as np
 
     from benchmarks.learning.minimax_params import PARAM_NAMES, flat_params, minimax_tree
@@ -435,6 +453,10 @@ def test_cleanued_parameters_fill_minimax_tree_and_read_back_the_same():
         np.testing.assert_array_equal(picked[key], value + 2.0)
     with pytest.raises(ValueError, match="holds 3 seeds, so it has no seed 3"):
         minimax_tree(template, stacked, index=3)
+    for given in (one, {key: value[None] for key, value in one.items()}):  # one seed's, as is or as a stack of one
+        read = flat_params("params/", minimax_tree(template, given, index=4))
+        for key, value in one.items():
+            np.testing.assert_array_equal(read[key], value)
     with pytest.raises(ValueError, match="lack Conv3x3_0/bias"):
         minimax_tree(template, {key: value for key, value in one.items() if key != "params/Conv3x3_0/bias"})
     with pytest.raises(ValueError, match="hold Head/bias, which minimax's student has not"):
@@ -581,12 +603,19 @@ def test_seed_sets_pool_into_one_table_and_only_of_one_experiment(tmp_path):
 def test_cleanued_runs_replace_the_folders_cleanued_side_when_trained_alike(tmp_path):
     """--cleanued-runs: cleanued's side comes from the runs' fork_run.py evaluations (minimax's from the folder); the
     table keeps the training distribution's rows; runs trained otherwise, sharing a seed or evaluated otherwise are
-    refused. Mutation checked by hand: with the folders' cleanued records kept, the seed count check fails; without the
-    settings comparison, the first refusal does not come."""
+    refused, as are runs of another script, a run twice and folders whose seeds started from given parameters.
+    Mutation checked by hand: with the folders' cleanued records kept, the seed count check fails; without the settings
+    comparison, the first refusal does not come, and with settings.json's passed flags for the settings (no defaults),
+    the temperature refusal does not; without the script, twice or started-from checks, their refusals do not."""
     folder = tmp_path / "set0"
     folder.mkdir()
     (folder / "experiment.json").write_text(json.dumps({"seeds": 2, "rollouts": 20, "maze_size": 7}))
-    (folder / "settings.json").write_text(json.dumps({"plr": {"cleanued": {"maze_size": 7, "temperature": 0.3}}}))
+    table = [
+        {"kind": "shared", "cleanued_flag": "maze_size", "cleanued_used": 7},
+        {"kind": "deviation", "cleanued_flag": "temperature", "cleanued_used": 0.3},
+        {"kind": "fixed", "cleanued_flag": "(fixed)", "minimax_flag": "n_students"},
+    ]
+    (folder / "settings.json").write_text(json.dumps({"plr": {"cleanued": {"maze_size": 7}, "table": table}}))
     records = []
     for side, values in {"cleanued": [0.1, 0.2], "minimax": [0.5, 0.6]}.items():
         for seed, rate in enumerate(values):
@@ -613,13 +642,24 @@ def test_cleanued_runs_replace_the_folders_cleanued_side_when_trained_alike(tmp_
     config_path = runs[1] / "config.json"
     for change, message in (
         ({"temperature": 1.0}, "trained with other settings than the folders' cleanued: temperature 1.0"),
+        ({"maze_size": 9}, "trained with other settings than the folders' cleanued: maze_size 9"),
         ({"total_updates": 40}, "40 updates, the folders 20"),
         ({"seed": 100}, "share --seed 100: seeds would repeat"),
     ):
-        config_path.write_text(json.dumps({"config": {**config_json, **change}}))
+        config_path.write_text(json.dumps({"script": "algos/plr.py", "config": {**config_json, **change}}))
         with pytest.raises(ConfigError, match=message):
             pool_seed_sets.pooled_table(pool_seed_sets.Args(**arguments))
-    config_path.write_text(json.dumps({"config": config_json}))
+    config_path.write_text(json.dumps({"script": "algos/accel.py", "config": config_json}))
+    with pytest.raises(ConfigError, match="a run of algos/accel.py, not of algos/plr.py"):
+        pool_seed_sets.pooled_table(pool_seed_sets.Args(**arguments))
+    config_path.write_text(json.dumps({"script": "algos/plr.py", "config": config_json}))
+    with pytest.raises(ConfigError, match="a run twice"):
+        pool_seed_sets.pooled_table(pool_seed_sets.Args(**{**arguments, "cleanued_runs": (runs[0], runs[0])}))
+    experiment = json.loads((folder / "experiment.json").read_text())
+    (folder / "experiment.json").write_text(json.dumps({**experiment, "init_from": "sha256:0"}))
+    with pytest.raises(ConfigError, match="the folders' seeds started from given parameters \\(init_from\\)"):
+        pool_seed_sets.pooled_table(pool_seed_sets.Args(**arguments))
+    (folder / "experiment.json").write_text(json.dumps(experiment))
     outputs.write_jsonl(runs[1] / "evaluations.jsonl", [{"update": 20, "seed": 0, "solve_rate": 0.4, "episodes": 64}])
     with pytest.raises(ConfigError, match="evaluated with \\(64, 0\\), the folders with \\(512, 0\\)"):
         pool_seed_sets.pooled_table(pool_seed_sets.Args(**arguments))

@@ -224,6 +224,7 @@ def copy_log_rows(source: Path, target: Path, sources: np.ndarray, update: int) 
 
 
 def check_seeds(run_dir: Path, num_seeds: int, named: tuple[tuple[str, tuple[int, ...]], ...]) -> None:
+    """Refuse any of the (flag, seeds) pairs that names a seed the run does not have."""
     for flag, seeds in named:
         if bad := [seed for seed in seeds if not 0 <= seed < num_seeds]:
             raise ConfigError(f"{flag} {bad}: {run_dir} has seeds 0-{num_seeds - 1}")

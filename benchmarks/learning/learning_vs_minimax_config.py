@@ -5,11 +5,14 @@ Every stage reads it: `method_settings` gives each method's flags for both sides
 to settings.json; `KNOWN_DIFFERENCES` lists what no flag can make equal.
 """
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, NamedTuple
+
+import numpy as np
 
 from common.config import (
     AT_LEAST_ONE,
@@ -309,10 +312,7 @@ class Args:
                     self.init_from is not None and "paired" in self.methods,
                     "--init-from covers the student alone: PAIRED's teacher and antagonist would still start apart",
                 ),
-                (
-                    self.init_from is not None and not (self.init_from.suffix == ".npz" and self.init_from.is_file()),
-                    f"--init-from {self.init_from}: no such .npz (fork_run.py params writes one)",
-                ),
+                *init_from_problems(self),
                 *diagnostic_problems(self),
                 (
                     self.heldout_from is not None and not 1 <= self.heldout_from <= self.rollouts,
@@ -339,6 +339,38 @@ class Args:
             f"{self.max_steps}-step episodes, {self.num_envs} envs x {self.num_steps} steps, LSTM {self.lstm_size}"
             + (f"; diagnostic: {', '.join(self.diagnostic)}" if self.diagnostic else "")
         )
+
+
+INIT_FROM_PROBE = "params/Dense_3/bias"
+"""The value head's bias: (1,) for one seed's parameters, (N, 1) for N seeds' (any student, either library)."""
+
+
+def init_from_problems(args: Args) -> list[tuple[bool, str]]:
+    """--init-from: an .npz of one seed's student parameters, or of a stack of --seeds seeds' (or of one)."""
+    path = args.init_from
+    if path is None:
+        return []
+    if not (path.suffix == ".npz" and path.is_file()):
+        return [(True, f"--init-from {path}: no such .npz (fork_run.py params writes one)")]
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            probe = data[INIT_FROM_PROBE].shape if INIT_FROM_PROBE in data.files else None
+    except (OSError, ValueError) as error:
+        return [(True, f"--init-from {path}: cannot read it as an .npz ({error})")]
+    if probe is None:
+        return [(True, f"--init-from {path}: no {INIT_FROM_PROBE}, so not a student's parameters")]
+    stacked = probe[0] if len(probe) == 2 else 1
+    return [
+        (
+            stacked not in (1, args.seeds),
+            f"--init-from {path} holds {stacked} seeds' parameters: give one seed's or --seeds ({args.seeds})",
+        )
+    ]
+
+
+def init_from_digest(path: Path) -> str:
+    """What experiment.json records of --init-from: its contents, wherever the file is kept."""
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def parse_value(text: str):
@@ -407,8 +439,8 @@ def cleanued_runs(args: Args, method: str) -> list[CleanuedRun]:
 
 
 def cleanued_run_settings(args: Args, method: str, run: CleanuedRun) -> dict:
-    """cleanued's run flags for one of `method`'s runs, {field: value}: its folder under --out, seeds, length and
-    intervals."""
+    """cleanued's run flags for one of `method`'s runs, {field: value}: its folder under --out, seeds, length,
+    intervals and the parameters it starts from (--same-init, --init-from)."""
     return {
         "runs_dir": args.out / "runs",
         "run_name": run.name,

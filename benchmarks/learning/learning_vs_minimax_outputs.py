@@ -8,7 +8,7 @@ import json
 import math
 from pathlib import Path
 
-from benchmarks.learning.learning_vs_minimax_config import Args, cleanued_runs
+from benchmarks.learning.learning_vs_minimax_config import Args, cleanued_runs, init_from_digest
 from common import checkpoint as checkpoints
 
 EXPERIMENT_FIELDS = (
@@ -30,7 +30,7 @@ def experiment_settings(args: Args) -> dict:
         if values[field] == default:  # as in the folders written before the flag existed
             del values[field]
     if "init_from" in values:
-        values["init_from"] = str(values["init_from"].resolve())
+        values["init_from"] = init_from_digest(values["init_from"])
     return json.loads(json.dumps(values))  # as read back: tuples are lists
 
 

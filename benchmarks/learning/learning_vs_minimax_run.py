@@ -84,8 +84,13 @@ def minimax_command(args: Args, method: str, seed: int, settings: dict, initial_
 def minimax_flags(command: str) -> list[str]:
     """The flags of a minimax training command line that define its run, whichever program ran it (runs made before
     the harness ran minimax through TRAINER ran `python -m minimax.train` with the same flags) and wherever its log
-    dir was (a run copied from another --out of the same experiment counts)."""
-    return [item for item in shlex.split(command) if item.startswith("--") and not item.startswith("--log_dir=")]
+    dir and its --init-from file were (a run copied from another --out of the same experiment counts; experiment.json
+    holds the file's digest)."""
+    return [
+        item
+        for item in shlex.split(command)
+        if item.startswith("--") and not item.startswith(("--log_dir=", "--init_params="))
+    ]
 
 
 TRAINER = "minimax_train.py"

@@ -46,9 +46,9 @@ def flat_params(prefix: str, tree) -> dict:
 
 def minimax_tree(template, flat: dict, index: int | None = None, prefix: str = "params/"):
     """`template` (a minimax parameter tree {"params": ...}, leaves led by the student axis) with every leaf taken from
-    flat `prefix + <cleanued path>` arrays, repeated for each student of the template: one seed's arrays, or item
-    `index` of arrays stacked over seeds. Raises ValueError (one line) when a parameter is missing, left over or of
-    another shape."""
+    flat `prefix + <cleanued path>` arrays, repeated for each student of the template: one seed's arrays (also as a
+    stack of one, as cleanued's --init-from reads them), or item `index` of arrays stacked over seeds. Raises
+    ValueError (one line) when a parameter is missing, left over or of another shape."""
     given = {key[len(prefix) :]: value for key, value in flat.items() if key.startswith(prefix)}
     wanted = {cleanued_path(path): leaf for path, leaf in _leaves(template["params"])}
     if missing := sorted(wanted.keys() - given.keys()):
@@ -57,6 +57,8 @@ def minimax_tree(template, flat: dict, index: int | None = None, prefix: str = "
         raise ValueError(f"the parameters hold {extra[0]}, which minimax's student has not (another network's?)")
     for name, leaf in wanted.items():
         shape, expected = np.shape(given[name]), np.shape(leaf)[1:]
+        if shape == (1, *expected):
+            given[name], shape = given[name][0], expected
         if index is not None and shape[1:] == expected:
             if not 0 <= index < shape[0]:
                 raise ValueError(f"{name} holds {shape[0]} seeds, so it has no seed {index}")

@@ -50,19 +50,26 @@ def get_metrics(self, plr_buffer):
     }
 
 
+def refuse(message: str):
+    sys.stderr.write(f"error: {message}\n")
+    raise SystemExit(2)
+
+
 def starting_from(path: str, index: int | None):
     """`AgentPop.init_params` that returns the parameters in `path` (item `index` of stacked ones) for every student
-    (one line and exit 2 when they are not this student's)."""
-    with np.load(path, allow_pickle=False) as data:
-        flat = {key: data[key] for key in data.files}
+    (one line and exit 2 when the file cannot be read or they are not this student's)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            flat = {key: data[key] for key in data.files}
+    except (OSError, ValueError) as error:
+        refuse(f"{INIT_PARAMS_FLAG}{path}: cannot read it as an .npz ({error})")
 
     def init_params(self, rng, obs):
         params = minimax_init_params(self, rng, obs)
         try:
             return minimax_tree(params, flat, index)
         except ValueError as error:
-            sys.stderr.write(f"error: {INIT_PARAMS_FLAG}{path}: {error}\n")
-            raise SystemExit(2) from None
+            refuse(f"{INIT_PARAMS_FLAG}{path}: {error}")
 
     return init_params
 
@@ -77,6 +84,8 @@ def take_flag(argv: list[str], flag: str) -> str | None:
 if __name__ == "__main__":
     plr.PLRManager.get_metrics = get_metrics
     init_params, init_index = take_flag(sys.argv, INIT_PARAMS_FLAG), take_flag(sys.argv, INIT_INDEX_FLAG)
+    if init_index is not None and (init_params is None or not init_index.isdigit()):
+        refuse(f"{INIT_INDEX_FLAG}{init_index}: a seed's index (0, 1, ...) into the stack --init_params= gives")
     if init_params is not None:
         agent_pop.AgentPop.init_params = starting_from(init_params, None if init_index is None else int(init_index))
     runpy.run_module("minimax.train", run_name="__main__", alter_sys=True)

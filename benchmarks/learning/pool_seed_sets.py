@@ -115,8 +115,15 @@ def run_values(folders: tuple[Path, ...], runs: tuple[Path, ...], method: str, v
     """`values` with cleanued's side replaced by the runs' training-distribution evaluations, {(label, grid,
     "cleanued"): {(run folder, seed): rate}}; refused unless every run has the folders' cleanued settings, the
     folders' training-distribution evaluation setting and a seed of its own."""
-    expected = json.loads((folders[0] / "settings.json").read_text())[method]["cleanued"]
-    rollouts = json.loads((folders[0] / "experiment.json").read_text())["rollouts"]
+    table = json.loads((folders[0] / "settings.json").read_text())[method]["table"]
+    expected = {row["cleanued_flag"]: row["cleanued_used"] for row in table if row["kind"] != "fixed"}
+    experiment = json.loads((folders[0] / "experiment.json").read_text())
+    if started := [key for key in ("same_init", "init_from") if experiment.get(key)]:
+        raise ConfigError(
+            f"--cleanued-runs: the folders' seeds started from given parameters ({', '.join(started)}), the runs' from "
+            "their own: pool folders of runs started as the runs were"
+        )
+    rollouts = experiment["rollouts"]
     setting = next(
         ((record["episodes"], record["eval_seed"]) for record in read_jsonl(folders[0] / "evaluations.jsonl")
          if record["kind"] == "train_levels"),
@@ -124,10 +131,15 @@ def run_values(folders: tuple[Path, ...], runs: tuple[Path, ...], method: str, v
     )  # fmt: skip
     replaced = {key: value for key, value in values.items() if key[2] != "cleanued"}
     seeds_seen = {}
+    if len({run.resolve() for run in runs}) < len(runs):
+        raise ConfigError(f"--cleanued-runs {' '.join(map(str, runs))}: a run twice")
     for run in runs:
         if not (run / "config.json").is_file() or not (run / "evaluations.jsonl").is_file():
             raise ConfigError(f"--cleanued-runs {run}: needs config.json and evaluations.jsonl (fork_run.py evaluate)")
-        config = json.loads((run / "config.json").read_text())["config"]
+        saved = json.loads((run / "config.json").read_text())
+        if saved["script"] != f"algos/{method}.py":
+            raise ConfigError(f"--cleanued-runs {run}: a run of {saved['script']}, not of algos/{method}.py")
+        config = saved["config"]
         if differing := sorted(key for key, value in expected.items() if config.get(key) != value):
             shown = ", ".join(f"{key} {config.get(key)!r} (folders: {expected[key]!r})" for key in differing)
             raise ConfigError(f"--cleanued-runs {run}: trained with other settings than the folders' cleanued: {shown}")

@@ -177,10 +177,13 @@ def open_run_folder(config, script: str) -> RunFolder:
 
 
 def remove_empty_folders(folders: list[Path]) -> None:
-    """Remove `folders` (innermost first) as long as they are empty; never deletes a file."""
+    """Remove `folders` (innermost first) as long as they are empty; never deletes a file. One that is not there (a
+    mkdir that failed after making its parents) is passed over."""
     for folder in folders:
         try:
             folder.rmdir()
+        except FileNotFoundError:
+            continue
         except OSError:
             return
 

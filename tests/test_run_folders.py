@@ -187,6 +187,26 @@ def test_the_refusals_to_start_name_the_folder_the_way_out_and_at_most_five_of_i
         )
 
 
+def test_a_run_folder_that_cannot_be_made_is_one_line_and_leaves_no_new_folder(tmp_path, monkeypatch):
+    """The run folder's mkdir fails after making its parents (a full disk): one line naming the folder and the
+    error, and the folders this start made are gone again (its parents stayed while the folder itself, never made,
+    stopped the clean-up). Kills mutmut's survivors of open_run_folder 91-93."""
+    make_folder = Path.mkdir
+
+    def full_disk(self, *args, **kwargs):
+        if self.name != "run":
+            return make_folder(self, *args, **kwargs)
+        make_folder(self.parent, parents=True, exist_ok=True)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "mkdir", full_disk)
+    run_dir = tmp_path / "new" / "runs" / "run"
+    with pytest.raises(ConfigError) as raised:
+        runs.open_run_folder(tiny(run_dir.parent, run_name="run"), "algos/dr.py")
+    assert str(raised.value) == f"could not create {run_dir} (No space left on device)"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_overwrite_cut_off_part_way_is_finished_by_the_next(tmp_path, finished_run, monkeypatch):
     """A kill while --overwrite deletes the old run: the marker stays to the end, so the folder still proves it is a
     run and one more --overwrite finishes, config.json gone or not; a folder of a run from before the marker (no

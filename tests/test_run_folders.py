@@ -207,6 +207,23 @@ def test_a_run_folder_that_cannot_be_made_is_one_line_and_leaves_no_new_folder(t
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_start_that_another_process_beat_to_the_same_new_folder_is_refused(tmp_path, monkeypatch):
+    """Two plain starts of one new --run-name at once: the one that takes the lock second finds the other's files and
+    stops with one line, deleting nothing. Kills mutmut's survivor of open_run_folder 97."""
+    lock = runs.lock_run_folder
+
+    def beaten(run_dir):
+        (run_dir / "config.json").write_text("the other process's")
+        return lock(run_dir)
+
+    monkeypatch.setattr(runs, "lock_run_folder", beaten)
+    run_dir = tmp_path / "raced"
+    with pytest.raises(ConfigError) as raised:
+        runs.open_run_folder(tiny(tmp_path, run_name="raced"), "algos/dr.py")
+    assert str(raised.value) == f"{run_dir} was started by another process at the same time; choose another --run-name"
+    assert (run_dir / "config.json").read_text() == "the other process's"
+
+
 def test_an_overwrite_cut_off_part_way_is_finished_by_the_next(tmp_path, finished_run, monkeypatch):
     """A kill while --overwrite deletes the old run: the marker stays to the end, so the folder still proves it is a
     run and one more --overwrite finishes, config.json gone or not; a folder of a run from before the marker (no

@@ -224,6 +224,29 @@ def test_a_start_that_another_process_beat_to_the_same_new_folder_is_refused(tmp
     assert (run_dir / "config.json").read_text() == "the other process's"
 
 
+def test_the_signals_are_handed_back_after_a_run_unless_a_stop_came_or_the_process_ends_after_it():
+    """StopSignal's exit: a run inside a longer program (a test, a notebook) gets its Ctrl+C and SIGTERM handlers
+    back; after a stop, or when the process ends after the run (a script's command line), they stay ignored.
+    Kills mutmut's survivors of StopSignal.__init__ 1 and 7; its 2, 3 and 5 are equivalent (None, "" and False are
+    only ever read for their truth)."""
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with runs.StopSignal():
+            assert signal.getsignal(signal.SIGINT) not in (previous[signal.SIGINT], signal.SIG_IGN)
+        assert {sig: signal.getsignal(sig) for sig in previous} == previous
+        with runs.StopSignal(process_ends_after=True):
+            pass
+        assert {signal.getsignal(sig) for sig in previous} == {signal.SIG_IGN}
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        with runs.StopSignal() as stop:
+            stop.requested = "SIGTERM"
+        assert {signal.getsignal(sig) for sig in previous} == {signal.SIG_IGN}
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def test_an_overwrite_cut_off_part_way_is_finished_by_the_next(tmp_path, finished_run, monkeypatch):
     """A kill while --overwrite deletes the old run: the marker stays to the end, so the folder still proves it is a
     run and one more --overwrite finishes, config.json gone or not; a folder of a run from before the marker (no

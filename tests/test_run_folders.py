@@ -247,6 +247,33 @@ def test_the_signals_are_handed_back_after_a_run_unless_a_stop_came_or_the_proce
             signal.signal(sig, handler)
 
 
+def test_overwrite_empties_the_old_run_whatever_order_its_entries_come_in_and_says_what_it_could_not_delete(
+    tmp_path, finished_run, monkeypatch
+):
+    """--overwrite deletes every entry but the marker even when the marker is listed first (a folder lists its entries
+    in no set order), and an entry it cannot delete is named in one line that says how to finish. Kills mutmut's
+    survivors of open_run_folder 99, 106 and 107."""
+    list_entries = Path.iterdir
+    monkeypatch.setattr(Path, "iterdir", lambda self: iter(sorted(list_entries(self))))  # ".cleanued-run" first
+    run = copy_of(finished_run, tmp_path, "old")
+    folder = runs.open_run_folder(tiny(tmp_path, run_name="old", overwrite=True), "algos/dr.py")
+    os.close(folder.lock)
+    assert sorted(entry.name for entry in list_entries(run)) == [runs.MARKER, "config.json"]
+
+    def cannot_delete(path, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(shutil, "rmtree", cannot_delete)
+    copy_of(finished_run, tmp_path, "stuck")
+    with pytest.raises(ConfigError) as raised:
+        runs.open_run_folder(tiny(tmp_path, run_name="stuck", overwrite=True), "algos/dr.py")
+    remedy = runs.remedy(PermissionError(13, "Permission denied"))
+    assert str(raised.value) == (
+        f"could not delete {tmp_path / 'stuck' / 'checkpoints'} (Permission denied) for --overwrite: {remedy}, then "
+        "--overwrite again (the folder still holds its marker, so that finishes the job)"
+    )
+
+
 def test_an_overwrite_cut_off_part_way_is_finished_by_the_next(tmp_path, finished_run, monkeypatch):
     """A kill while --overwrite deletes the old run: the marker stays to the end, so the folder still proves it is a
     run and one more --overwrite finishes, config.json gone or not; a folder of a run from before the marker (no

@@ -38,12 +38,12 @@ def network_paths(runner) -> list[tuple[str, ...]]:
     return [tuple(map(_key_name, path)) for path, node in found if isinstance(node, TrainState)]
 
 
-def _flat(tree: dict, prefix: str = "") -> dict:
-    """{'a/b/c': leaf} of a nested dict."""
+def flat_names(tree: dict, prefix: str = "") -> dict:
+    """{'a/b/c': leaf} of a nested dict: the names an .npz source holds its parameters under (after NPZ_PREFIX)."""
     flat = {}
     for key, value in tree.items():
         if isinstance(value, dict):
-            flat |= _flat(value, f"{prefix}{key}/")
+            flat |= flat_names(value, f"{prefix}{key}/")
         else:
             flat[prefix + key] = value
     return flat
@@ -82,7 +82,7 @@ def _source_networks(path: Path, paths: list[tuple[str, ...]]) -> dict[tuple[str
                         "(a checkpoint of another method?)"
                     )
                 node = node[name]
-            networks[network] = _flat(node)
+            networks[network] = flat_names(node)
         return networks
     if path.suffix != ".npz":
         raise ConfigError(f"{where}: neither a cleanued checkpoint nor an .npz of {NPZ_PREFIX}... arrays")
@@ -129,7 +129,7 @@ def read_parameters(path: Path, runner_shapes, num_seeds: int) -> dict[tuple[str
     networks = dict(zip(paths, (node for node in _train_states(runner_shapes)), strict=True))
     parameters = {}
     for network, train_state in networks.items():
-        expected = _flat(serialization.to_state_dict(train_state.params))
+        expected = flat_names(serialization.to_state_dict(train_state.params))
         given = sources[network]
         missing, extra = sorted(expected.keys() - given.keys()), sorted(given.keys() - expected.keys())
         if missing or extra:

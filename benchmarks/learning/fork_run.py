@@ -59,7 +59,7 @@ from common.config import (  # noqa: E402
 )
 from common.errors import ConfigError  # noqa: E402
 from common.evaluate import load_run  # noqa: E402
-from common.init_from import NPZ_PREFIX  # noqa: E402
+from common.init_from import NPZ_PREFIX, flat_names  # noqa: E402
 from common.runs import one_line_errors, open_run_folder  # noqa: E402
 from common.sweep import run_functions  # noqa: E402
 
@@ -320,10 +320,7 @@ def write_params(args: Params) -> Path:
     loaded = run_at(args.run_dir, args.update, check)
     params = loaded.functions.policies["student"](loaded.runner)
     chosen = np.asarray(args.seeds) if len(args.seeds) > 1 else args.seeds[0]
-    flat = {
-        NPZ_PREFIX + "/".join(str(key.key) for key in path): np.asarray(leaf)[chosen]
-        for path, leaf in jax.tree_util.tree_flatten_with_path(params["params"])[0]
-    }
+    flat = {name: np.asarray(leaf)[chosen] for name, leaf in flat_names(params["params"], NPZ_PREFIX).items()}
     temporary = args.out.with_name(f".{args.out.name}.tmp-{os.getpid()}")
     with open(temporary, "wb") as handle:
         np.savez(handle, **flat)

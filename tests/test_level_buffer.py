@@ -1,5 +1,6 @@
 """common/level_buffer.py and common/ued_scores.py against plain-Python references and UED.md's check."""
 
+import dataclasses
 import functools
 import json
 from pathlib import Path
@@ -42,6 +43,23 @@ def test_replay_probabilities_match_the_numeric_check(prioritization, expected):
     )
     probs = lb.replay_probabilities(buffer, temperature=1.0, staleness_coef=0.3, prioritization=prioritization)
     np.testing.assert_allclose(probs, [*expected, 0.0], atol=1e-3)
+
+
+def test_an_empty_buffer_holds_empty_slots_of_fixed_dtypes():
+    """A checkpoint restores into the empty buffer's arrays, and ages and mutation generations are counts: each field
+    keeps its dtype (ages or mutations made without their int32 dtype, mutmut's empty_buffer 35, 37, 43 and 45, fail
+    here)."""
+    level = level_at(small_levels(1), 0)
+    buffer = lb.empty_buffer(level, 6)
+    fields = {field.name: getattr(buffer, field.name) for field in dataclasses.fields(buffer) if field.name != "levels"}
+    assert {name: value.dtype for name, value in fields.items()} == dict(
+        scores=np.float32, max_returns=np.float32, ages=np.int32, filled=np.bool_, mutations=np.int32,
+        successes=np.float32, failures=np.float32,
+    )  # fmt: skip
+    for value in fields.values():
+        assert value.shape == (6,) and not value.any()
+    for leaf, template in zip(jax.tree.leaves(buffer.levels), jax.tree.leaves(level), strict=True):
+        assert leaf.shape == (6, *template.shape) and leaf.dtype == template.dtype and not leaf.any()
 
 
 class PythonBuffer:
@@ -286,6 +304,66 @@ def test_full_buffer_replaces_the_least_likely_slot_only_when_the_score_is_high_
     assert int(slot) == -1, "a score below the weakest slot's is rejected"
     buffer, slot = lb.insert(buffer, level_at(levels, 3), jnp.float32(0.2), jnp.float32(0), jnp.int32(1), **settings)
     assert int(slot) == 1 and float(buffer.scores[1]) == pytest.approx(0.2) and int(buffer.mutations[1]) == 1
+
+
+@pytest.mark.parametrize("ties", ["shared", "slot_order"])
+def test_rerank_gives_the_ranking_a_fresh_sort_gives(ties):
+    """`rerank` moves the ranking by one slot's new score without sorting: on 400 random buffers of 8 slots (three
+    score values, so ties are the rule; the slot empty or filled before), every filled slot's place is the one
+    `rank_slots` gives the changed buffer. Fails with the tie rule ignored or a replaced score's tie group grown
+    instead of shrunk (mutmut's rerank 8 and 43), which the batch test above does not meet often enough."""
+    cases, capacity = 400, 8
+    rng = np.random.default_rng(11)
+    values = np.array([0.0, 0.25, 0.5], np.float32)
+    scores, filled = rng.choice(values, (cases, capacity)), rng.uniform(size=(cases, capacity)) < 0.7
+    slots, new_scores = rng.integers(capacity, size=cases), rng.choice(values, cases)
+    rank = jax.vmap(functools.partial(lb.rank_slots, ties=ties))
+    moved = jax.vmap(functools.partial(lb.rerank, ties=ties))(rank(scores, filled), scores, filled, slots, new_scores)
+    rows = np.arange(cases)
+    changed_scores, changed_filled = scores.copy(), filled.copy()
+    changed_scores[rows, slots], changed_filled[rows, slots] = new_scores, True
+    fresh = rank(changed_scores, changed_filled)
+    assert 50 < filled[rows, slots].sum() < cases - 50, "both a filled slot's score replaced and an empty slot taken"
+    for got, want in zip(moved, fresh, strict=True):
+        np.testing.assert_array_equal(np.where(changed_filled, got, -1), np.where(changed_filled, want, -1))
+
+
+def test_level_keys_tell_levels_apart_in_every_word_and_batch_shape():
+    """Keys pack 32 wall cells to a uint32 word, so a 7x7 level spans 2 words and a 13x13 one 6. A wall moved by 32
+    cells (the same bit of the next word) must change the key; a single level, and batches of batches, key as the
+    rows of a batch do. Fails with the words summed across each other or a fixed axis where the docstring promises
+    any leading ones (mutmut's level_keys 23, 34, 49, 50, 52, 57, 63)."""
+    for size in (7, 13):
+        levels = jax.vmap(functools.partial(sample_dr_level, height=size, width=size, n_walls=size))(
+            jax.random.split(jax.random.key(size), 6)
+        )
+        keys = lb.level_keys(levels)
+        assert keys.dtype == jnp.uint32 and keys.shape == (6, -(-size * size // 32) + 4)
+        walls = np.asarray(levels.wall_map[0]).reshape(-1)
+        moved = [cell for cell in range(size * size - 32) if walls[cell] and not walls[cell + 32]]
+        assert moved, "a wall with a free cell 32 further on"
+        for cell in moved:
+            other = walls.copy()
+            other[cell], other[cell + 32] = False, True
+            level = level_at(levels, 0).replace(wall_map=jnp.asarray(other.reshape(size, size)))
+            assert (lb.level_keys(level) != keys[0]).any(), f"a wall moved from cell {cell} to {cell + 32}"
+        np.testing.assert_array_equal(lb.level_keys(level_at(levels, 2)), keys[2])
+        batches = jax.tree.map(lambda x: x.reshape(2, 3, *x.shape[1:]), levels)
+        np.testing.assert_array_equal(lb.level_keys(batches), keys.reshape(2, 3, -1))
+
+
+@pytest.mark.parametrize(("ties", "evicted"), [("shared", 1), ("slot_order", 2)])
+def test_next_slot_of_a_full_buffer_breaks_a_tie_for_weakest_by_the_ties_rule(ties, evicted):
+    """Slots 1 and 2 tie for the lowest score: shared ties give them one probability (the first is taken), slot order
+    ranks the later one lowest. The same with the ranking given, as insert_many gives it. Fails with next_slot's
+    ties dropped (mutmut's next_slot 8)."""
+    settings = dict(temperature=1.0, staleness_coef=0.3, prioritization="rank", ties=ties)
+    buffer = lb.empty_buffer(level_at(small_levels(1), 0), 3)
+    buffer = buffer.replace(scores=jnp.array([0.5, 0.1, 0.1]), filled=jnp.ones(3, bool))
+    assert int(lb.next_slot(buffer, **settings)) == evicted
+    ranking = lb.rank_slots(buffer.scores, buffer.filled, ties)
+    assert int(lb.next_slot(buffer, **settings, ranking=ranking)) == evicted
+    assert int(lb.next_slot(buffer.replace(filled=jnp.array([True, False, True])), **settings)) == 1, "empty first"
 
 
 def test_insert_of_one_level_has_the_defaults_of_insert_many():

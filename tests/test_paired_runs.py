@@ -1,0 +1,106 @@
+"""benchmarks/learning/paired_runs.py on synthetic run folders: the paired differences follow --second-seeds, the
+Wilcoxon p is the exact signed-rank p enumerated here, the counts and lowest values are the pairs', and runs that
+cannot be paired are refused in one line."""
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+from benchmarks.learning.paired_runs import Args, paired_table
+from common.errors import ConfigError
+
+CONFIG = {"seed": 0, "num_seeds": 4, "init_from": None, "lr": 3e-4, "runs_dir": "/tmp/a", "total_updates": 600}
+FIRST = {100: [0.30, 0.50, 0.20, 0.62, 0.40, 0.70], 200: [0.40, 0.70, 0.10, 0.84, 0.30, 0.20]}
+SECOND = {100: [0.30, 0.50, 0.20, 0.62, 0.40, 0.70, 0.9], 200: [0.45, 0.60, 0.50, 0.81, 0.42, 0.27, 0.9]}
+
+
+def write_run(folder, rates, script="algos/plr.py", episodes=512, **config):
+    folder.mkdir()
+    saved = {"script": script, "config": CONFIG | {"num_seeds": len(rates[100])} | config}
+    (folder / "config.json").write_text(json.dumps(saved))
+    records = [
+        {"update": update, "seed": seed, "solve_rate": rate, "episodes": episodes, "eval_seed": 0}
+        for update, values in rates.items()
+        for seed, rate in enumerate(values)
+    ]
+    (folder / "evaluations.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    return folder
+
+
+def exact_signed_rank_p(differences) -> float:
+    """Two-sided exact p without ties or zeros: under the null each rank's sign is a fair coin; p is the share of
+    the 2^n sign patterns whose positive rank sum lies at least as far from its mean as the observed one."""
+    ranks = np.argsort(np.argsort(np.abs(differences))) + 1
+    observed = ranks[np.asarray(differences) > 0].sum()
+    mean = ranks.sum() / 2
+    sums = [
+        sum(rank for rank, sign in zip(ranks, signs, strict=True) if sign)
+        for signs in itertools.product((0, 1), repeat=len(ranks))
+    ]
+    return sum(abs(total - mean) >= abs(observed - mean) - 1e-9 for total in sums) / len(sums)
+
+
+def table_rows(text: str) -> dict[int, list[str]]:
+    rows = [line.strip("|").split("|") for line in text.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    return {int(cells[0]): [cell.strip() for cell in cells[1:]] for cells in rows}
+
+
+@pytest.fixture
+def runs(tmp_path):
+    first = write_run(tmp_path / "first", FIRST, init_from="/tmp/starts.npz", seed=8000, runs_dir="/tmp/b")
+    second = write_run(tmp_path / "second", SECOND)
+    return first, second
+
+
+def test_differences_wilcoxon_counts_and_lowest(runs):
+    """Mutation checked by hand: second - first in paired_row, or the asymptotic Wilcoxon, fails this test."""
+    rows = table_rows(paired_table(Args(*runs, behind=0.2, bootstrap_resamples=500)))
+    assert rows[100] == ["6", "0.453", "0.453", "0.000 [0.000, 0.000]", "1.00", "0", "0", "0.20 / 0.20"]
+    differences = np.subtract(FIRST[200], SECOND[200][:6])  # -0.05, +0.10, -0.40, +0.03, -0.12, -0.07
+    pairs, first, second, difference, wilcoxon, first_behind, second_behind, lowest = rows[200]
+    assert (pairs, first, second) == ("6", "0.423", "0.508")
+    assert difference.startswith(f"{differences.mean():.3f} [")
+    low, high = (float(bound) for bound in difference.split("[")[1].rstrip("]").split(","))
+    assert low <= differences.mean() <= high and low >= differences.min() and high <= differences.max()
+    assert wilcoxon == f"{exact_signed_rank_p(differences):.2f}" == "0.31"  # the normal approximation: 0.25
+    assert (first_behind, second_behind, lowest) == ("1", "0", "0.10 / 0.27")
+
+
+def test_second_seeds_pick_the_pairs(tmp_path):
+    """The second run holds the first's seeds in another order: paired through --second-seeds every difference is 0.
+    Mutation checked by hand: pairing seed i with seed i regardless fails this test."""
+    order = (3, 0, 2, 1, 5, 4)
+    second = {update: [values[order.index(j)] for j in range(6)] for update, values in FIRST.items()}
+    first = write_run(tmp_path / "first", FIRST, init_from="/tmp/starts.npz")
+    shuffled = write_run(tmp_path / "second", second)
+    rows = table_rows(paired_table(Args(first, shuffled, second_seeds=order, bootstrap_resamples=200)))
+    assert all(cells[3] == "0.000 [0.000, 0.000]" and cells[4] == "1.00" for cells in rows.values())
+    rows = table_rows(paired_table(Args(first, shuffled, bootstrap_resamples=200)))
+    assert rows[200][3] != "0.000 [0.000, 0.000]"
+
+
+@pytest.mark.parametrize(
+    ("first_changes", "second_changes", "message"),
+    [
+        ({"lr": 1e-3}, {}, "other settings: --lr: saved 0.001, now 0.0003"),
+        ({"script": "algos/accel.py"}, {}, "is a run of algos/accel.py"),
+        ({"episodes": 256}, {}, "evaluated with (episodes, seed) (256, 0)"),
+        ({"init_from": None}, {}, "neither"),
+    ],
+)
+def test_runs_that_cannot_be_paired_are_refused(tmp_path, first_changes, second_changes, message):
+    first = write_run(tmp_path / "first", FIRST, **({"init_from": "/tmp/starts.npz"} | first_changes))
+    second = write_run(tmp_path / "second", SECOND, **second_changes)
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        paired_table(Args(first, second))
+
+
+@pytest.mark.parametrize(
+    ("second_seeds", "message"),
+    [((0, 1, 2), "3 seeds for"), ((0, 1, 2, 3, 4, 9), r"--second-seeds \[9\]"), ((0, 1, 1, 2, 3, 4), "a seed twice")],
+)
+def test_bad_second_seeds_are_refused(runs, second_seeds, message):
+    with pytest.raises(ConfigError, match=message):
+        paired_table(Args(*runs, second_seeds=second_seeds))

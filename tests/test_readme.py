@@ -80,13 +80,27 @@ def training_config(argv: list[str]):
 @pytest.mark.parametrize("document", ["README.md", "benchmarks/README.md"])
 def test_documented_training_commands_parse(document):
     """Each documented training command names real flags with valid values (parsing runs every range and
-    cross-field check, before anything would compile)."""
-    commands = [
-        argv for argv in documented_commands((REPO_ROOT / document).read_text()) if argv[0].startswith("algos/")
-    ]
+    cross-field check, before anything would compile). A `--resume` command continues a folder that an earlier
+    command of the document makes (a run, or a fork of one) and that this machine does not have: it must name that
+    folder, and its flags are checked as a fresh run's."""
+    every = documented_commands((REPO_ROOT / document).read_text())
+    commands = [(position, argv) for position, argv in enumerate(every) if argv[0].startswith("algos/")]
     assert len(commands) >= 2
-    for argv in commands:
+    for position, argv in commands:
+        if "--resume" in argv:
+            argv = [arg for arg in argv if arg != "--resume"]
+            run = training_config(argv).run
+            named = [earlier for earlier in every[:position] if named_folder(earlier) == (run.runs_dir, run.run_name)]
+            assert named, f"{shlex.join(argv)}: no earlier command makes {run.runs_dir}/{run.run_name}"
         assert training_config(argv).run.run_name, argv
+
+
+def named_folder(argv: list[str]) -> tuple[str, str] | None:
+    """(--runs-dir, --run-name) a command names, None without both."""
+    flags = dict(zip(argv, argv[1:], strict=False))  # each flag with the word after it
+    if "--runs-dir" not in flags or "--run-name" not in flags:
+        return None
+    return flags["--runs-dir"], flags["--run-name"]
 
 
 def test_readme_commands_work_in_order():

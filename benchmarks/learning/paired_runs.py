@@ -35,7 +35,7 @@ from tyro.conf import Positional
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.learning.learning_vs_minimax_outputs import read_jsonl  # noqa: E402
-from benchmarks.learning.learning_vs_minimax_report import describe  # noqa: E402
+from benchmarks.learning.learning_vs_minimax_report import bootstrap_interval, describe  # noqa: E402
 from benchmarks.learning.pool_seed_sets import FORK_RUN_EVALUATION  # noqa: E402
 from common.config import AT_LEAST_ONE, config_differences, resumable_fields  # noqa: E402
 from common.errors import ConfigError  # noqa: E402
@@ -100,23 +100,12 @@ def check_pairable(args: Args, first: dict, second: dict) -> tuple[int, ...]:
 def paired_row(update: int, first: list[float], second: list[float], behind: float, resamples: int) -> str:
     a, b = np.asarray(first, np.float64), np.asarray(second, np.float64)
     differences = a - b
-    if np.all(differences == 0):
-        interval, wilcoxon = (0.0, 0.0), 1.0
-    else:
-        result = stats.bootstrap(
-            (differences,),
-            np.mean,
-            n_resamples=resamples,
-            confidence_level=0.95,
-            method="percentile",
-            rng=np.random.default_rng(0),
-        )
-        interval = (float(result.confidence_interval.low), float(result.confidence_interval.high))
-        wilcoxon = float(stats.wilcoxon(a, b, alternative="two-sided").pvalue)
+    # Wilcoxon drops zero differences: with every pair equal nothing is left to rank.
+    wilcoxon = 1.0 if np.all(differences == 0) else float(stats.wilcoxon(a, b, alternative="two-sided").pvalue)
     cells = [
         f"{a.mean():.3f}",
         f"{b.mean():.3f}",
-        describe(float(differences.mean()), interval),
+        describe(*bootstrap_interval(differences, resamples)),
         f"{wilcoxon:.2f}",
         str(int((differences < -behind).sum())),
         str(int((differences > behind).sum())),

@@ -11,7 +11,7 @@ import pytest
 from benchmarks.learning.paired_runs import Args, paired_table
 from common.errors import ConfigError
 
-CONFIG = {"seed": 0, "num_seeds": 4, "init_from": None, "lr": 3e-4, "runs_dir": "/tmp/a", "total_updates": 600}
+CONFIG = {"seed": 0, "init_from": None, "lr": 3e-4, "runs_dir": "/tmp/a", "total_updates": 600}
 FIRST = {100: [0.30, 0.50, 0.20, 0.62, 0.40, 0.70], 200: [0.40, 0.70, 0.10, 0.84, 0.30, 0.20]}
 SECOND = {100: [0.30, 0.50, 0.20, 0.62, 0.40, 0.70, 0.9], 200: [0.45, 0.60, 0.50, 0.81, 0.42, 0.27, 0.9]}
 
@@ -82,17 +82,17 @@ def test_second_seeds_pick_the_pairs(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("first_changes", "second_changes", "message"),
+    ("first_changes", "message"),
     [
-        ({"lr": 1e-3}, {}, "other settings: --lr: saved 0.001, now 0.0003"),
-        ({"script": "algos/accel.py"}, {}, "is a run of algos/accel.py"),
-        ({"episodes": 256}, {}, "evaluated with (episodes, seed) (256, 0)"),
-        ({"init_from": None}, {}, "neither"),
+        ({"lr": 1e-3}, "other settings: --lr: saved 0.001, now 0.0003"),
+        ({"script": "algos/accel.py"}, "is a run of algos/accel.py"),
+        ({"episodes": 256}, "evaluated with (episodes, seed) (256, 0)"),
+        ({"init_from": None}, "neither"),
     ],
 )
-def test_runs_that_cannot_be_paired_are_refused(tmp_path, first_changes, second_changes, message):
+def test_runs_that_cannot_be_paired_are_refused(tmp_path, first_changes, message):
     first = write_run(tmp_path / "first", FIRST, **({"init_from": "/tmp/starts.npz"} | first_changes))
-    second = write_run(tmp_path / "second", SECOND, **second_changes)
+    second = write_run(tmp_path / "second", SECOND)
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         paired_table(Args(first, second))
 
@@ -104,3 +104,13 @@ def test_runs_that_cannot_be_paired_are_refused(tmp_path, first_changes, second_
 def test_bad_second_seeds_are_refused(runs, second_seeds, message):
     with pytest.raises(ConfigError, match=message):
         paired_table(Args(*runs, second_seeds=second_seeds))
+
+
+def test_runs_without_a_shared_update_are_refused(tmp_path):
+    first = write_run(tmp_path / "first", {100: FIRST[100]}, init_from="/tmp/starts.npz")
+    second = write_run(tmp_path / "second", {100: SECOND[100]})
+    (second / "evaluations.jsonl").write_text(
+        (second / "evaluations.jsonl").read_text().replace('"update": 100', '"update": 300')
+    )
+    with pytest.raises(ConfigError, match="share no evaluated update"):
+        paired_table(Args(first, second))

@@ -87,12 +87,12 @@ def test_documented_training_commands_parse(document):
     commands = [(position, argv) for position, argv in enumerate(every) if argv[0].startswith("algos/")]
     assert len(commands) >= 2
     for position, argv in commands:
-        if "--resume" in argv:
-            argv = [arg for arg in argv if arg != "--resume"]
-            run = training_config(argv).run
+        resumes = "--resume" in argv
+        run = training_config([arg for arg in argv if arg != "--resume"]).run
+        assert run.run_name, argv
+        if resumes:
             named = [earlier for earlier in every[:position] if named_folder(earlier) == (run.runs_dir, run.run_name)]
             assert named, f"{shlex.join(argv)}: no earlier command makes {run.runs_dir}/{run.run_name}"
-        assert training_config(argv).run.run_name, argv
 
 
 def named_folder(argv: list[str]) -> tuple[str, str] | None:

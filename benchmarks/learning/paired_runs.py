@@ -118,7 +118,7 @@ def paired_table(args: Args) -> str:
     first, first_rates = read_run(args.first)
     second, second_rates = read_run(args.second)
     pairs = check_pairable(args, first, second)
-    lines = [
+    header = [
         f"{args.first} (first) against {args.second} (second), seed i against seed {pairs[0]}, ... of the second:"
         " training-distribution solve rate, each run's mean, the mean of the paired differences (first - second) with"
         " its 95% bootstrap interval, the Wilcoxon signed-rank p, the pairs with each run behind by more than"
@@ -127,16 +127,17 @@ def paired_table(args: Args) -> str:
         "| update | pairs | first | second | difference | Wilcoxon p | first behind | second behind | lowest |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
+    rows = []
     for update in sorted(first_rates.keys() & second_rates.keys()):
         present = [i for i, j in enumerate(pairs) if i in first_rates[update] and j in second_rates[update]]
         if len(present) < 2:
             continue
         a = [first_rates[update][i] for i in present]
         b = [second_rates[update][pairs[i]] for i in present]
-        lines.append(paired_row(update, a, b, args.behind, args.bootstrap_resamples))
-    if len(lines) == 4:
+        rows.append(paired_row(update, a, b, args.behind, args.bootstrap_resamples))
+    if not rows:
         raise ConfigError(f"{args.first} and {args.second} share no evaluated update with two or more pairs")
-    return "\n".join(lines)
+    return "\n".join(header + rows)
 
 
 def main(args: Args) -> None:

@@ -1,6 +1,7 @@
 """benchmarks/learning/paired_runs.py on synthetic run folders: the paired differences follow --second-seeds, the
 Wilcoxon p is the exact signed-rank p enumerated here, the counts and lowest values are the pairs', and runs that
-cannot be paired are refused in one line."""
+cannot be paired are refused in one line; with --side, one side of two learning_vs_minimax.py output folders is paired
+seed by seed, and folders of other experiments are refused."""
 
 import itertools
 import json
@@ -114,3 +115,51 @@ def test_runs_without_a_shared_update_are_refused(tmp_path):
     )
     with pytest.raises(ConfigError, match="share no evaluated update"):
         paired_table(Args(first, second))
+
+
+EXPERIMENT = {"seeds": 6, "rollouts": 200, "maze_size": 7, "n_walls": 8}
+SETTINGS = {"plr": {"cleanued": {"lr": 3e-4}, "minimax": {"lr": 3e-4, "plr_temp": 0.3}}}
+
+
+def write_comparison(folder, minimax_rates, cleanued_rates, experiment=EXPERIMENT, settings=SETTINGS):
+    """A learning_vs_minimax.py output folder with both sides' training-distribution evaluations."""
+    folder.mkdir()
+    (folder / "experiment.json").write_text(json.dumps(experiment))
+    (folder / "settings.json").write_text(json.dumps(settings))
+    records = [
+        {"side": side, "method": "plr", "seed": seed, "grid": grid, "kind": kind, "maze": maze}
+        | {"episodes": 512, "eval_seed": 0, "solve_rate": rate if kind == "train_levels" else rate / 4}
+        for side, rates in (("minimax", minimax_rates), ("cleanued", cleanued_rates))
+        for grid, values in rates.items()
+        for seed, rate in enumerate(values[:6])
+        for kind, maze in (("train_levels", None), ("heldout", "SixteenRooms"))
+    ]
+    (folder / "evaluations.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    return folder
+
+
+def test_side_pairs_that_sides_seeds_of_two_comparison_folders(tmp_path, runs):
+    """The minimax sides hold the two runs' rates and the cleanued sides others: --side minimax gives the runs' table.
+    Mutation checked by hand: reading the cleanued side, or the held-out rows, fails this test."""
+    constant = {update: [0.5] * 6 for update in FIRST}
+    first = write_comparison(tmp_path / "on_our_jax", FIRST, constant)
+    second = write_comparison(tmp_path / "on_jax_0_4_31", SECOND, constant)
+    by_side = table_rows(paired_table(Args(first, second, side="minimax", bootstrap_resamples=500)))
+    assert by_side == table_rows(paired_table(Args(*runs, bootstrap_resamples=500)))
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"experiment": EXPERIMENT | {"first_seed": 12}}, "differ in their experiment: first_seed None and 12"),
+        ({"settings": {"plr": SETTINGS["plr"] | {"minimax": {"lr": 1e-3}}}}, "differ in their settings: lr"),
+        ({"settings": {"accel": SETTINGS["plr"]}}, "has no plr runs"),
+    ],
+)
+def test_comparison_folders_of_other_experiments_are_refused(tmp_path, changes, message):
+    first = write_comparison(tmp_path / "first", FIRST, FIRST)
+    second = write_comparison(tmp_path / "second", SECOND, SECOND, **changes)
+    with pytest.raises(ConfigError, match=message):
+        paired_table(Args(first, second, side="minimax"))
+    with pytest.raises(ConfigError, match="needs experiment.json and settings.json"):
+        paired_table(Args(*(write_run(tmp_path / name, FIRST) for name in ("run_a", "run_b")), side="minimax"))

@@ -18,13 +18,20 @@ parameters. Which seed of the second run each seed of the first started from is 
     python benchmarks/learning/fork_run.py evaluate --run-dir RUNS/from_gpu_starts \
         --out RUNS/from_gpu_starts/evaluations.jsonl
     python benchmarks/learning/paired_runs.py RUNS/from_gpu_starts GPU_RUN
+
+With `--side`, the two folders are output folders of benchmarks/learning/learning_vs_minimax.py with the same
+experiment and settings, and that side's seed i of one is paired with its seed i of the other: the same seed starts
+from the same parameters and draws the same random stream in both, so a pair differs only in what differed between
+the two folders' runs, such as the stack minimax ran on (`--minimax-venv`; benchmarks/learning/minimax_on_our_jax.py).
+
+    python benchmarks/learning/paired_runs.py --side minimax OUT_ON_OUR_JAX OUT_ON_JAX_0_4_31
 """
 
 import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import numpy as np
 import tyro
@@ -48,9 +55,14 @@ RUN_FIELDS = resumable_fields(schedule_spans_run=False) | {"seed", "num_seeds", 
 @dataclass(frozen=True)
 class Args:
     first: Positional[Path]
-    """A run folder whose seeds started from the second's (or both from the same .npz)."""
+    """A run folder whose seeds started from the second's (or both from the same .npz); with --side, an output
+    folder of learning_vs_minimax.py."""
     second: Positional[Path]
-    """The other run folder."""
+    """The other folder."""
+    side: Literal["cleanued", "minimax"] | None = None
+    """Pair this side's seeds of two learning_vs_minimax.py output folders (of one experiment) instead of two runs."""
+    method: str = "plr"
+    """With --side: the method whose evaluations are paired."""
     second_seeds: tuple[int, ...] = ()
     """The second run's seed that the first run's seed i started as (default: seed i)."""
     behind: float = 0.2
@@ -73,20 +85,63 @@ def read_run(run: Path) -> tuple[dict, dict[int, dict[int, float]]]:
     return json.loads((run / "config.json").read_text()) | {"evaluation": settings.pop() if settings else None}, rates
 
 
-def check_pairable(args: Args, first: dict, second: dict) -> tuple[int, ...]:
-    """The second run's seed for each of the first run's, after checking the two runs can be paired."""
+def read_side(folder: Path, side: str, method: str) -> tuple[dict, dict[int, dict[int, float]]]:
+    """(what must match for pairing, {checkpoint: {seed: training-distribution solve rate}}) of one side of a
+    learning_vs_minimax.py output folder."""
+    if not (folder / "experiment.json").is_file() or not (folder / "settings.json").is_file():
+        raise ConfigError(
+            f"{folder}: needs experiment.json and settings.json (an output folder of learning_vs_minimax.py)"
+        )
+    settings = json.loads((folder / "settings.json").read_text())
+    if method not in settings:
+        raise ConfigError(f"{folder} has no {method} runs (it has {', '.join(sorted(settings))})")
+    rates, evaluations = {}, set()
+    for record in read_jsonl(folder / "evaluations.jsonl"):
+        if (record["side"], record["method"], record["kind"]) == (side, method, "train_levels"):
+            evaluations.add((record["episodes"], record["eval_seed"]))
+            rates.setdefault(record["grid"], {})[record["seed"]] = record["solve_rate"]
+    if len(evaluations) > 1:
+        raise ConfigError(f"{folder}: evaluated with several (episodes, seed) settings {sorted(evaluations)}")
+    experiment = json.loads((folder / "experiment.json").read_text())
+    return {
+        "experiment": experiment,
+        "settings": settings[method][side],
+        "evaluation": evaluations.pop() if evaluations else None,
+    }, rates
+
+
+def check_runs_pairable(args: Args, first: dict, second: dict) -> None:
     if first["script"] != second["script"]:
         raise ConfigError(f"{args.first} is a run of {first['script']}, {args.second} of {second['script']}")
     if differing := config_differences(first["config"], second["config"], RUN_FIELDS):
         raise ConfigError(f"{args.first} and {args.second} were trained with other settings: {'; '.join(differing)}")
+    check_same_evaluation(args, first, second)
+    if not (first["config"]["init_from"] or second["config"]["init_from"]):
+        raise ConfigError(f"neither {args.first} nor {args.second} started from --init-from: their starts differ")
+
+
+def check_sides_pairable(args: Args, first: dict, second: dict) -> None:
+    for part in ("experiment", "settings"):
+        if differing := sorted(
+            key for key in first[part].keys() | second[part].keys() if first[part].get(key) != second[part].get(key)
+        ):
+            raise ConfigError(
+                f"{args.first} and {args.second} differ in their {part}: "
+                + "; ".join(f"{key} {first[part].get(key)!r} and {second[part].get(key)!r}" for key in differing)
+            )
+    check_same_evaluation(args, first, second)
+
+
+def check_same_evaluation(args: Args, first: dict, second: dict) -> None:
     if first["evaluation"] != second["evaluation"]:
         raise ConfigError(
             f"{args.first} was evaluated with (episodes, seed) {first['evaluation']}, {args.second} with "
             f"{second['evaluation']}"
         )
-    if not (first["config"]["init_from"] or second["config"]["init_from"]):
-        raise ConfigError(f"neither {args.first} nor {args.second} started from --init-from: their starts differ")
-    num_first, num_second = first["config"]["num_seeds"], second["config"]["num_seeds"]
+
+
+def seed_pairs(args: Args, num_first: int, num_second: int) -> tuple[int, ...]:
+    """The second folder's seed for each of the first's."""
     pairs = args.second_seeds or tuple(range(num_first))
     if len(pairs) != num_first:
         raise ConfigError(f"--second-seeds: {len(pairs)} seeds for {args.first}'s {num_first}")
@@ -115,11 +170,20 @@ def paired_row(update: int, first: list[float], second: list[float], behind: flo
 
 
 def paired_table(args: Args) -> str:
-    first, first_rates = read_run(args.first)
-    second, second_rates = read_run(args.second)
-    pairs = check_pairable(args, first, second)
+    if args.side is None:
+        (first, first_rates), (second, second_rates) = read_run(args.first), read_run(args.second)
+        check_runs_pairable(args, first, second)
+        pairs = seed_pairs(args, first["config"]["num_seeds"], second["config"]["num_seeds"])
+        names = f"{args.first} (first) against {args.second} (second)"
+    else:
+        (first, first_rates), (second, second_rates) = (
+            read_side(folder, args.side, args.method) for folder in (args.first, args.second)
+        )
+        check_sides_pairable(args, first, second)
+        pairs = seed_pairs(args, first["experiment"]["seeds"], second["experiment"]["seeds"])
+        names = f"{args.side}'s {args.method} in {args.first} (first) against {args.second} (second)"
     header = [
-        f"{args.first} (first) against {args.second} (second), seed i against seed {pairs[0]}, ... of the second:"
+        f"{names}, seed i against seed {pairs[0]}, ... of the second:"
         " training-distribution solve rate, each run's mean, the mean of the paired differences (first - second) with"
         " its 95% bootstrap interval, the Wilcoxon signed-rank p, the pairs with each run behind by more than"
         f" {args.behind}, and each run's lowest",

@@ -161,5 +161,8 @@ def test_comparison_folders_of_other_experiments_are_refused(tmp_path, changes, 
     second = write_comparison(tmp_path / "second", SECOND, SECOND, **changes)
     with pytest.raises(ConfigError, match=message):
         paired_table(Args(first, second, side="minimax"))
+
+
+def test_side_refuses_run_folders(runs):
     with pytest.raises(ConfigError, match="needs experiment.json and settings.json"):
-        paired_table(Args(*(write_run(tmp_path / name, FIRST) for name in ("run_a", "run_b")), side="minimax"))
+        paired_table(Args(*runs, side="minimax"))

@@ -2,7 +2,7 @@
 
 minimax-lib 0.2.0 runs on JAX 0.4.31 (`MINIMAX_STACK` in benchmarks/speed/bench_algos.py) and cleanued needs JAX 0.10
 or later, so the learning comparison trains the two libraries under two XLA versions. minimax's training needs only
-a few names newer JAX removed (`jax.jax`, `jax.tree_map` and its kin), and its random stream is the old one once the
+two names newer JAX removed (`jax.jax` and `jax.tree_map`), and its random stream is the old one once the
 pre-0.5 default `jax_threefry_partitionable=False` is set again: the same seed then draws the same levels, actions and
 replays on both stacks until float rounding makes two runs part (checked once: Robust PLR's seed 1 at 7x7 logs the
 same levels for the 67 ticks before its first update, their scores equal to float32 rounding, and that update's loss
@@ -26,7 +26,6 @@ MINIMAX = "minimax-lib==0.2.0"
 """Installed without its dependencies: it pins JAX 0.4.31 and numpy 1.25."""
 MINIMAX_IMPORTS = ("GitPython==3.2.1", "pandas==3.1.1", "tqdm==4.70.1")
 """What minimax's training imports beyond requirements.txt (its logger, and `minimax.evaluate` from its __init__)."""
-REMOVED_TREE_NAMES = ("tree_map", "tree_leaves", "tree_flatten", "tree_unflatten", "tree_structure")
 PTH_NAME = "minimax_on_our_jax.pth"
 
 
@@ -36,9 +35,7 @@ def restore_minimax_names() -> None:
     import jax.tree_util
 
     jax.jax = jax
-    for name in REMOVED_TREE_NAMES:
-        if not hasattr(jax, name):
-            setattr(jax, name, getattr(jax.tree_util, name))
+    jax.tree_map = jax.tree_util.tree_map
     jax.config.update("jax_threefry_partitionable", False)
 
 

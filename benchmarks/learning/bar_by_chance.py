@@ -1,0 +1,241 @@
+"""How often a learning comparison's bar holds by chance alone, and how surprising a measured difference is once
+the several checkpoints are counted (issue 42's done-when).
+
+The bar, on the training-distribution solve rates of two sides at every checkpoint from --first-rollouts on:
+Mann-Whitney's p and the spread test's p are at least --threshold, and the 95% interval of the difference of the
+means covers 0. Each statistic is pool_seed_sets.py's own function, so a draw here is judged as its table is.
+
+`swap` reads learning_vs_minimax.py output folders (pooled as pool_seed_sets.py pools them) and asks what the bar
+and the smallest p over the checkpoints would look like if the libraries learned alike. Then the i-th seed of a set
+is as likely to be either side's, so each draw gives each pair's two seeds to the sides at random. A pair stays
+together because its two seeds meet the same evaluation levels, and a seed's whole curve moves with it. The share of
+draws whose smallest p over the checkpoints is at most the measured one is that test's p with every checkpoint
+accounted for (Westfall and Young's min-p). The share of draws that meet the bar is how often it holds for sides
+drawn from these seeds by chance.
+
+`split` takes one side's seeds alone (or, with --cleanued-runs, the seeds of cleanued runs such as the 256 a GPU
+trains at once) and draws two disjoint groups of --seeds-a-side at random, again and again: two sides of one
+library. The share of draws meeting the bar is how often a comparison of that size passes when nothing differs.
+
+    R=benchmarks/results; S=$R/learning_vs_minimax_7x7_plr_12_seeds
+    python benchmarks/learning/bar_by_chance.py swap $S ${S}_set2 ${S}_set3
+    python benchmarks/learning/bar_by_chance.py split $S ${S}_set2 ${S}_set3 --side minimax --seeds-a-side 18
+    python benchmarks/learning/bar_by_chance.py split $S --side cleanued --seeds-a-side 36 \\
+        --cleanued-runs $R/plr_many_seeds_h100_060c41f/7x7_256_seeds
+"""
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal
+
+import numpy as np
+import tyro
+from scipy import stats
+from tyro.conf import Positional
+
+# SCAFFOLDING: put the repo root on sys.path so the script runs as `python benchmarks/learning/bar_by_chance.py`.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.learning.learning_vs_minimax_report import mann_whitney_p  # noqa: E402
+from benchmarks.learning.pool_seed_sets import (  # noqa: E402
+    SIDES,
+    check_one_experiment,
+    difference_interval,
+    pooled_values,
+    run_values,
+    spread_p,
+)
+from common.config import AT_LEAST_ONE  # noqa: E402
+from common.errors import ConfigError  # noqa: E402
+from common.runs import one_line_errors  # noqa: E402
+
+TRAINING = "training distribution"
+TESTS = ("Mann-Whitney", "spread", "interval")
+
+
+@dataclass(frozen=True)
+class Bar:
+    first_rollouts: Annotated[int, AT_LEAST_ONE] = 300
+    """The bar holds at every evaluated checkpoint from this many rollouts on."""
+    threshold: float = 0.2
+    """The smallest Mann-Whitney and spread p that passes."""
+    draws: Annotated[int, AT_LEAST_ONE] = 2000
+    """Random draws of the sides."""
+    draw_seed: int = 0
+    """Seed of the draws."""
+    bootstrap_resamples: Annotated[int, AT_LEAST_ONE] = 10_000
+    """Resamples of each difference-of-the-means interval (pool_seed_sets.py's number)."""
+
+    def __post_init__(self):
+        if not 0 < self.threshold < 1:
+            raise ConfigError(f"--threshold {self.threshold}: a p-value threshold lies between 0 and 1")
+
+
+@dataclass(frozen=True)
+class Swap(Bar):
+    folders: Positional[tuple[Path, ...]] = ()
+    """learning_vs_minimax.py output folders of one experiment, each with its own seed set."""
+    method: str = "plr"
+    """The method whose evaluations are read."""
+
+
+@dataclass(frozen=True)
+class Split(Bar):
+    folders: Positional[tuple[Path, ...]] = ()
+    """learning_vs_minimax.py output folders of one experiment, each with its own seed set."""
+    side: Literal["cleanued", "minimax"] = "minimax"
+    """The library whose seeds are split into two groups."""
+    seeds_a_side: Annotated[int, AT_LEAST_ONE] = 36
+    """Seeds in each group (twice this many must be at hand)."""
+    cleanued_runs: tuple[Path, ...] = ()
+    """cleanued run folders that replace the folders' cleanued side, as pool_seed_sets.py --cleanued-runs reads them."""
+    method: str = "plr"
+    """The method whose evaluations are read."""
+
+
+def checkpoints(values: dict, first_rollouts: int) -> list[int]:
+    grids = sorted({grid for label, grid, _ in values if label == TRAINING and grid >= first_rollouts})
+    if not grids:
+        raise ConfigError(f"no training-distribution evaluation at {first_rollouts} rollouts or later")
+    return grids
+
+
+def curves(values: dict, side: str, grids: list[int]) -> dict:
+    """{seed key: [solve rate per checkpoint]} of one side's seeds evaluated at every checkpoint."""
+    per_grid = [values.get((TRAINING, grid, side), {}) for grid in grids]
+    complete = set.intersection(*(set(rates) for rates in per_grid))
+    return {key: [rates[key] for rates in per_grid] for key in sorted(complete, key=str)}
+
+
+def swap_pairs(rng: np.random.Generator, first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The two sides' [seeds, checkpoints] rates with each pair's two seeds given to the sides by a fair coin."""
+    swapped = rng.random(len(first))[:, None] < 0.5
+    return np.where(swapped, second, first), np.where(swapped, first, second)
+
+
+def split_groups(rng: np.random.Generator, seeds: int, seeds_a_side: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two disjoint groups of seeds_a_side indices drawn at random from range(seeds)."""
+    chosen = rng.permutation(seeds)[: 2 * seeds_a_side]
+    return chosen[:seeds_a_side], chosen[seeds_a_side:]
+
+
+def judge(first: np.ndarray, second: np.ndarray, bar: Bar) -> dict[str, np.ndarray]:
+    """Per test, per checkpoint: the p-values of two sides' [seeds, checkpoints] solve rates, and whether the
+    difference of the means' interval covers 0."""
+    columns = range(first.shape[1])
+    intervals = [difference_interval(first[:, j], second[:, j], bar.bootstrap_resamples)[1] for j in columns]
+    return {
+        "Mann-Whitney": np.array([mann_whitney_p(first[:, j], second[:, j]) for j in columns]),
+        "spread": np.array([spread_p(first[:, j], second[:, j]) for j in columns]),
+        "interval": np.array([low <= 0 <= high for low, high in intervals]),
+    }
+
+
+def failing(verdict: dict[str, np.ndarray], threshold: float) -> dict[str, bool]:
+    """Per test, whether it fails the bar at some checkpoint."""
+    return {
+        "Mann-Whitney": bool(np.any(verdict["Mann-Whitney"] < threshold)),
+        "spread": bool(np.any(verdict["spread"] < threshold)),
+        "interval": not np.all(verdict["interval"]),
+    }
+
+
+def share(count: int, total: int) -> str:
+    """count of total draws, with the share's 95% Clopper-Pearson interval."""
+    interval = stats.binomtest(count, total).proportion_ci()
+    return f"{count} of {total} draws ({count / total:.1%}, 95% interval {interval.low:.1%}-{interval.high:.1%})"
+
+
+def draw_table(verdicts: list[dict], bar: Bar, measured: dict | None) -> list[str]:
+    fails = [failing(verdict, bar.threshold) for verdict in verdicts]
+    met = sum(not any(fail.values()) for fail in fails)
+    lines = [f"- the bar is met in {share(met, len(verdicts))}"]
+    lines += [f"- {test} fails it in {share(sum(fail[test] for fail in fails), len(verdicts))}" for test in TESTS]
+    if measured is not None:
+        lines += [
+            "",
+            "| test | smallest p measured | draws with a smallest p as small (min-p, every checkpoint counted) |",
+        ]
+        lines.append("|---|---|---|")
+        for test in ("Mann-Whitney", "spread"):
+            smallest = measured[test].min()
+            as_small = sum(verdict[test].min() <= smallest for verdict in verdicts)
+            min_p = (as_small + 1) / (len(verdicts) + 1)
+            lines.append(f"| {test} | {smallest:.3f} | {as_small} of {len(verdicts)}: p = {min_p:.3f} |")
+    return lines
+
+
+def measured_table(verdict: dict, grids: list[int], seeds: tuple[int, int], bar: Bar) -> list[str]:
+    outcome = "not met" if any(failing(verdict, bar.threshold).values()) else "met"
+    lines = [
+        f"Measured, {seeds[0]}/{seeds[1]} seeds (cleanued/minimax), training distribution: the bar (p >="
+        f" {bar.threshold} at every checkpoint from {grids[0]} rollouts, the interval covering 0) is {outcome}",
+        "",
+        "| rollouts | Mann-Whitney p | spread p | difference's interval covers 0 |",
+        "|---|---|---|---|",
+    ]
+    for j, grid in enumerate(grids):
+        covers = "yes" if verdict["interval"][j] else "**no**"
+        lines.append(f"| {grid} | {verdict['Mann-Whitney'][j]:.2f} | {verdict['spread'][j]:.2f} | {covers} |")
+    return lines
+
+
+def swap_report(args: Swap) -> str:
+    check_one_experiment(args.folders)
+    values = pooled_values(args.folders, args.method)
+    grids = checkpoints(values, args.first_rollouts)
+    cleanued, minimax = (curves(values, side, grids) for side in SIDES)
+    if cleanued.keys() != minimax.keys():
+        raise ConfigError(
+            f"the sides' seeds evaluated at every checkpoint from {grids[0]} differ ({len(cleanued)} cleanued, "
+            f"{len(minimax)} minimax): swap pairs seed i of one side with seed i of the other"
+        )
+    if len(cleanued) < 3:
+        raise ConfigError(f"{len(cleanued)} seeds a side: the spread test needs at least 3")
+    first, second = np.array(list(cleanued.values())), np.array(list(minimax.values()))
+    measured = judge(first, second, args)
+    rng = np.random.default_rng(args.draw_seed)
+    verdicts = []
+    for _ in range(args.draws):
+        verdicts.append(judge(*swap_pairs(rng, first, second), args))
+    lines = measured_table(measured, grids, (len(first), len(second)), args)
+    lines += ["", f"{args.draws} draws giving each pair's two seeds to the sides at random (seed {args.draw_seed}):"]
+    return "\n".join(lines + draw_table(verdicts, args, measured))
+
+
+def split_report(args: Split) -> str:
+    check_one_experiment(args.folders)
+    values = pooled_values(args.folders, args.method)
+    if args.cleanued_runs:
+        values = run_values(args.folders, args.cleanued_runs, args.method, values)
+    grids = checkpoints(values, args.first_rollouts)
+    seeds = np.array(list(curves(values, args.side, grids).values()))
+    if len(seeds) < 2 * args.seeds_a_side:
+        raise ConfigError(
+            f"--seeds-a-side {args.seeds_a_side}: {len(seeds)} {args.side} seeds evaluated at every checkpoint from "
+            f"{grids[0]}, two groups need {2 * args.seeds_a_side}"
+        )
+    if args.seeds_a_side < 3:
+        raise ConfigError(f"--seeds-a-side {args.seeds_a_side}: the spread test needs at least 3")
+    rng = np.random.default_rng(args.draw_seed)
+    verdicts = []
+    for _ in range(args.draws):
+        first, second = split_groups(rng, len(seeds), args.seeds_a_side)
+        verdicts.append(judge(seeds[first], seeds[second], args))
+    lines = [
+        f"{args.draws} draws of two disjoint groups of {args.seeds_a_side} from {len(seeds)} {args.side} seeds "
+        f"(seed {args.draw_seed}), judged at checkpoints {', '.join(map(str, grids))} (p >= {args.threshold}, the "
+        "interval covering 0):"
+    ]
+    return "\n".join(lines + draw_table(verdicts, args, None))
+
+
+def main() -> None:
+    command = tyro.extras.subcommand_cli_from_dict({"swap": Swap, "split": Split}, description=__doc__)
+    print(swap_report(command) if isinstance(command, Swap) else split_report(command))
+
+
+if __name__ == "__main__":
+    with one_line_errors():
+        main()

@@ -1,0 +1,144 @@
+"""benchmarks/learning/bar_by_chance.py on synthetic comparison folders: `swap` keeps each pair's two seeds together
+and its min-p share agrees with every swap pattern enumerated here; `split` draws disjoint groups, its failure shares
+agreeing with every partition enumerated here; bad input is refused in one line."""
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+from benchmarks.learning.bar_by_chance import Split, Swap, split_groups, split_report, swap_pairs, swap_report
+from benchmarks.learning.learning_vs_minimax_report import mann_whitney_p
+from common.errors import ConfigError
+
+GRIDS = (300, 400)
+CHEAP = {"bootstrap_resamples": 50, "draws": 400}
+
+
+def write_folder(folder, first_seed: int, rates: dict[str, list[list[float]]]):
+    """rates[side][seed] holds a seed's training-distribution solve rate at each of GRIDS (a held-out maze too)."""
+    folder.mkdir()
+    experiment = {"seeds": len(rates["minimax"]), "rollouts": GRIDS[-1], "maze_size": 7, "first_seed": first_seed}
+    (folder / "experiment.json").write_text(json.dumps(experiment))
+    records = []
+    for side, seeds in rates.items():
+        for seed, curve in enumerate(seeds):
+            for grid, rate in zip(GRIDS, curve, strict=True):
+                base = {"side": side, "method": "plr", "seed": seed, "grid": grid, "eval_seed": 0, "solve_rate": rate}
+                records.append(base | {"kind": "train_levels", "maze": None, "episodes": 512})
+                records.append(base | {"kind": "heldout", "maze": "SixteenRooms", "episodes": 200, "solve_rate": 0.0})
+    (folder / "evaluations.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    return folder
+
+
+def table_value(report: str, prefix: str) -> str:
+    return next(line for line in report.splitlines() if line.startswith(prefix))
+
+
+def draws_as_small(report: str, test: str) -> int:
+    """The count of draws whose smallest p is at most the measured one, from the min-p table's row."""
+    return int(table_value(report, f"| {test} |").split("|")[3].split(" of ")[0])
+
+
+def test_swap_pairs_moves_whole_curves_of_one_pair():
+    """Each row of the result holds the same pair's two curves, one per side, and both orders occur."""
+    rng = np.random.default_rng(1)
+    first, second = np.arange(20.0).reshape(10, 2), -np.arange(20.0).reshape(10, 2) - 1
+    orders = set()
+    for _ in range(20):
+        swapped_first, swapped_second = swap_pairs(rng, first, second)
+        for row in range(10):
+            pair = {tuple(swapped_first[row]), tuple(swapped_second[row])}
+            assert pair == {tuple(first[row]), tuple(second[row])}
+            orders.add(tuple(swapped_first[row]) == tuple(first[row]))
+    assert orders == {True, False}
+
+
+def test_split_groups_are_disjoint_and_reach_every_seed():
+    """Mutation checked by hand: drawing the indices with replacement fails this test."""
+    rng = np.random.default_rng(2)
+    reached = set()
+    for _ in range(50):
+        first, second = split_groups(rng, 9, 4)
+        assert len(first) == len(second) == 4 and len(set(first) | set(second)) == 8
+        reached |= set(first) | set(second)
+    assert reached == set(range(9))
+
+
+def test_swap_keeps_pairs_together(tmp_path):
+    """Each pair's two seeds learn alike while the pairs differ widely: every swap leaves both sides as measured,
+    so every draw's smallest p equals the measured one; dealing the pooled seeds out would mix the pairs and lower it.
+    Mutation checked by hand: dealing the 12 pooled seeds to the sides at random fails this test."""
+    curves = [[0.1 * seed, 0.1 * seed + 0.05] for seed in range(1, 7)]
+    folders = [
+        write_folder(tmp_path / "set0", 0, {"cleanued": curves[:3], "minimax": curves[:3]}),
+        write_folder(tmp_path / "set12", 12, {"cleanued": curves[3:], "minimax": curves[3:]}),
+    ]
+    report = swap_report(Swap(folders=tuple(folders), draws=50, bootstrap_resamples=50))
+    assert "6/6 seeds" in report and "is met" in report
+    assert table_value(report, "| 300 |") == "| 300 | 1.00 | 1.00 | yes |"
+    assert draws_as_small(report, "Mann-Whitney") == 50 and draws_as_small(report, "spread") == 50
+    assert "the bar is met in 50 of 50 draws" in report
+
+
+def test_swap_min_p_agrees_with_every_swap_pattern(tmp_path):
+    """cleanued's seeds sit mostly below minimax's: the share of random draws whose smallest Mann-Whitney p is at most
+    the measured one agrees with the share over all 2^6 swap patterns, each computed here from mann_whitney_p.
+    Mutation checked by hand: counting only draws with a strictly smaller p, or the largest p over the checkpoints
+    instead of the smallest, fails this test."""
+    cleanued = [[0.10, 0.31], [0.22, 0.40], [0.35, 0.43], [0.18, 0.52], [0.41, 0.47], [0.27, 0.36]]
+    minimax = [[0.30, 0.55], [0.25, 0.61], [0.44, 0.58], [0.50, 0.49], [0.38, 0.66], [0.47, 0.70]]
+    folders = [
+        write_folder(tmp_path / "set0", 0, {"cleanued": cleanued[:3], "minimax": minimax[:3]}),
+        write_folder(tmp_path / "set12", 12, {"cleanued": cleanued[3:], "minimax": minimax[3:]}),
+    ]
+    report = swap_report(Swap(folders=tuple(folders), **CHEAP))
+    first, second = np.array(cleanued), np.array(minimax)
+
+    def smallest_p(a, b):
+        return min(mann_whitney_p(a[:, j], b[:, j]) for j in range(len(GRIDS)))
+
+    measured = smallest_p(first, second)
+    as_small = 0
+    for pattern in itertools.product((False, True), repeat=len(first)):
+        swapped = np.array(pattern)[:, None]
+        as_small += smallest_p(np.where(swapped, second, first), np.where(swapped, first, second)) <= measured
+    exact = as_small / 2 ** len(first)
+    assert 0.02 < exact < 0.3  # a share that a wrong count would miss
+    drawn = draws_as_small(report, "Mann-Whitney") / CHEAP["draws"]
+    assert abs(drawn - exact) < 4 * np.sqrt(exact * (1 - exact) / CHEAP["draws"])
+    assert f"| Mann-Whitney | {measured:.3f} |" in report
+
+
+def test_split_failure_shares_agree_with_every_partition(tmp_path):
+    """Eight minimax seeds split four against four: each draw is one of the 70 partitions, so the share of draws in
+    which Mann-Whitney fails the bar agrees with the share of partitions in which it does, enumerated here.
+    Mutation checked by hand: failing a test only where it fails at every checkpoint fails this test."""
+    minimax = [[0.05 * seed, 0.3 + 0.07 * (3 * seed % 8)] for seed in range(8)]  # another order at 400
+    folder = write_folder(tmp_path / "set0", 0, {"cleanued": minimax, "minimax": minimax})
+    report = split_report(Split(folders=(folder,), side="minimax", seeds_a_side=4, **CHEAP))
+    seeds = np.array(minimax)
+    failing = []
+    for group in itertools.combinations(range(8), 4):
+        first = seeds[list(group)]
+        second = seeds[[seed for seed in range(8) if seed not in group]]
+        failing.append(min(mann_whitney_p(first[:, j], second[:, j]) for j in range(len(GRIDS))) < 0.2)
+    exact = np.mean(failing)
+    assert 0.05 < exact < 0.5
+    count = int(table_value(report, "- Mann-Whitney fails it in ").split(" fails it in ")[1].split(" of ")[0])
+    assert abs(count / CHEAP["draws"] - exact) < 4 * np.sqrt(exact * (1 - exact) / CHEAP["draws"])
+    assert "two disjoint groups of 4 from 8 minimax seeds" in report
+
+
+def test_bad_input_is_refused_in_one_line(tmp_path):
+    curves = [[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]]
+    folder = write_folder(tmp_path / "set0", 0, {"cleanued": curves, "minimax": curves[:2]})
+    with pytest.raises(ConfigError, match=r"seeds evaluated at every checkpoint from 300 differ \(3 cleanued, 2"):
+        swap_report(Swap(folders=(folder,), draws=1))
+    with pytest.raises(ConfigError, match="no training-distribution evaluation at 500 rollouts or later"):
+        swap_report(Swap(folders=(folder,), draws=1, first_rollouts=500))
+    with pytest.raises(ConfigError, match=r"--seeds-a-side 2: 3 cleanued seeds .* two groups need 4"):
+        split_report(Split(folders=(folder,), side="cleanued", seeds_a_side=2, draws=1))
+    with pytest.raises(ConfigError, match="--threshold 1.5: a p-value threshold lies between 0 and 1"):
+        Swap(folders=(folder,), threshold=1.5)

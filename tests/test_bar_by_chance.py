@@ -10,6 +10,7 @@ import pytest
 
 from benchmarks.learning.bar_by_chance import Split, Swap, split_groups, split_report, swap_pairs, swap_report
 from benchmarks.learning.learning_vs_minimax_report import mann_whitney_p
+from benchmarks.learning.pool_seed_sets import difference_interval, spread_p
 from common.errors import ConfigError
 
 GRIDS = (300, 400)
@@ -36,9 +37,15 @@ def table_value(report: str, prefix: str) -> str:
     return next(line for line in report.splitlines() if line.startswith(prefix))
 
 
-def draws_as_small(report: str, test: str) -> int:
-    """The count of draws whose smallest p is at most the measured one, from the min-p table's row."""
-    return int(table_value(report, f"| {test} |").split("|")[3].split(" of ")[0])
+def draws_as_small(report: str, test: str) -> tuple[int, float]:
+    """The count of draws whose smallest p is at most the measured one, and the min-p, from the min-p table's row."""
+    cells = table_value(report, f"| {test} |").split("|")
+    return int(cells[3].split(" of ")[0]), float(cells[4])
+
+
+def count_of(report: str, prefix: str) -> int:
+    """The draws counted on the report's line that starts with prefix ("- the bar is met in 12 of 400 draws ...")."""
+    return int(table_value(report, prefix).removeprefix(prefix).split(" of ")[0])
 
 
 def test_swap_pairs_moves_whole_curves_of_one_pair():
@@ -78,15 +85,15 @@ def test_swap_keeps_pairs_together(tmp_path):
     report = swap_report(Swap(folders=tuple(folders), draws=50, bootstrap_resamples=50))
     assert "6/6 seeds" in report and "is met" in report
     assert table_value(report, "| 300 |") == "| 300 | 1.00 | 1.00 | yes |"
-    assert draws_as_small(report, "Mann-Whitney") == 50 and draws_as_small(report, "spread") == 50
+    assert draws_as_small(report, "Mann-Whitney") == (50, 1.0) and draws_as_small(report, "spread") == (50, 1.0)
     assert "the bar is met in 50 of 50 draws" in report
 
 
 def test_swap_min_p_agrees_with_every_swap_pattern(tmp_path):
     """cleanued's seeds sit mostly below minimax's: the share of random draws whose smallest Mann-Whitney p is at most
     the measured one agrees with the share over all 2^6 swap patterns, each computed here from mann_whitney_p.
-    Mutation checked by hand: counting only draws with a strictly smaller p, or the largest p over the checkpoints
-    instead of the smallest, fails this test."""
+    Mutation checked by hand: counting only draws with a strictly smaller p, the largest p over the checkpoints
+    instead of the smallest, or a min-p without the measured comparison's own count, fails this test."""
     cleanued = [[0.10, 0.31], [0.22, 0.40], [0.35, 0.43], [0.18, 0.52], [0.41, 0.47], [0.27, 0.36]]
     minimax = [[0.30, 0.55], [0.25, 0.61], [0.44, 0.58], [0.50, 0.49], [0.38, 0.66], [0.47, 0.70]]
     folders = [
@@ -106,39 +113,62 @@ def test_swap_min_p_agrees_with_every_swap_pattern(tmp_path):
         as_small += smallest_p(np.where(swapped, second, first), np.where(swapped, first, second)) <= measured
     exact = as_small / 2 ** len(first)
     assert 0.02 < exact < 0.3  # a share that a wrong count would miss
-    drawn = draws_as_small(report, "Mann-Whitney") / CHEAP["draws"]
-    assert abs(drawn - exact) < 4 * np.sqrt(exact * (1 - exact) / CHEAP["draws"])
+    count, min_p = draws_as_small(report, "Mann-Whitney")
+    assert abs(count / CHEAP["draws"] - exact) < 4 * np.sqrt(exact * (1 - exact) / CHEAP["draws"])
+    assert min_p == round((count + 1) / (CHEAP["draws"] + 1), 3)
     assert f"| Mann-Whitney | {measured:.3f} |" in report
 
 
-def test_split_failure_shares_agree_with_every_partition(tmp_path):
-    """Eight minimax seeds split four against four: each draw is one of the 70 partitions, so the share of draws in
-    which Mann-Whitney fails the bar agrees with the share of partitions in which it does, enumerated here.
-    Mutation checked by hand: failing a test only where it fails at every checkpoint fails this test."""
+def test_split_shares_agree_with_every_partition(tmp_path):
+    """Eight minimax seeds split four against four: each draw is one of the 70 partitions, so the shares of draws that
+    meet the bar and in which each test fails it agree with the shares of partitions, enumerated here.
+    Mutation checked by hand: failing a test only where it fails at every checkpoint, or leaving the interval out of
+    the bar, fails this test."""
     minimax = [[0.05 * seed, 0.3 + 0.07 * (3 * seed % 8)] for seed in range(8)]  # another order at 400
     folder = write_folder(tmp_path / "set0", 0, {"cleanued": minimax, "minimax": minimax})
     report = split_report(Split(folders=(folder,), side="minimax", seeds_a_side=4, **CHEAP))
+    assert "two disjoint groups of 4 from 8 minimax seeds" in report
     seeds = np.array(minimax)
-    failing = []
+    partitions = {"Mann-Whitney": [], "spread": [], "interval": [], "met": []}
     for group in itertools.combinations(range(8), 4):
         first = seeds[list(group)]
         second = seeds[[seed for seed in range(8) if seed not in group]]
-        failing.append(min(mann_whitney_p(first[:, j], second[:, j]) for j in range(len(GRIDS))) < 0.2)
-    exact = np.mean(failing)
-    assert 0.05 < exact < 0.5
-    count = int(table_value(report, "- Mann-Whitney fails it in ").split(" fails it in ")[1].split(" of ")[0])
-    assert abs(count / CHEAP["draws"] - exact) < 4 * np.sqrt(exact * (1 - exact) / CHEAP["draws"])
-    assert "two disjoint groups of 4 from 8 minimax seeds" in report
+        columns = [(first[:, j], second[:, j]) for j in range(len(GRIDS))]
+        partitions["Mann-Whitney"].append(any(mann_whitney_p(*column) < 0.2 for column in columns))
+        partitions["spread"].append(any(spread_p(*column) < 0.2 for column in columns))
+        intervals = [difference_interval(*column, CHEAP["bootstrap_resamples"])[1] for column in columns]
+        partitions["interval"].append(any(not low <= 0 <= high for low, high in intervals))
+        partitions["met"].append(
+            not (partitions["Mann-Whitney"][-1] or partitions["spread"][-1] or partitions["interval"][-1])
+        )
+    prefixes = {test: f"- {test} fails it in " for test in ("Mann-Whitney", "spread", "interval")}
+    prefixes["met"] = "- the bar is met in "
+    for outcome, prefix in prefixes.items():
+        exact = np.mean(partitions[outcome])
+        assert 0.1 < exact < 0.9, outcome  # a share that a wrong count would miss
+        drawn = count_of(report, prefix) / CHEAP["draws"]
+        assert abs(drawn - exact) < 4 * np.sqrt(exact * (1 - exact) / CHEAP["draws"]), outcome
 
 
 def test_bad_input_is_refused_in_one_line(tmp_path):
     curves = [[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]]
     folder = write_folder(tmp_path / "set0", 0, {"cleanued": curves, "minimax": curves[:2]})
-    with pytest.raises(ConfigError, match=r"seeds evaluated at every checkpoint from 300 differ \(3 cleanued, 2"):
+    with pytest.raises(
+        ConfigError, match=r"set0: seed 2 has no minimax evaluation at some checkpoint from 300 \(1 seed"
+    ):
         swap_report(Swap(folders=(folder,), draws=1))
-    with pytest.raises(ConfigError, match="no training-distribution evaluation at 500 rollouts or later"):
+    with pytest.raises(ConfigError, match="no training-distribution evaluation of cleanued/minimax at 500 rollouts"):
         swap_report(Swap(folders=(folder,), draws=1, first_rollouts=500))
-    with pytest.raises(ConfigError, match=r"--seeds-a-side 2: 3 cleanued seeds .* two groups need 4"):
-        split_report(Split(folders=(folder,), side="cleanued", seeds_a_side=2, draws=1))
+    with pytest.raises(ConfigError, match="no evaluations of accel in the folders"):
+        swap_report(Swap(folders=(folder,), draws=1, method="accel"))
+    with pytest.raises(ConfigError, match=r"--seeds-a-side 3: 3 cleanued seeds .* two groups need 6"):
+        split_report(Split(folders=(folder,), side="cleanued", seeds_a_side=3, draws=1))
+    with pytest.raises(ConfigError, match="--seeds-a-side 2: the spread test needs at least 3"):
+        Split(folders=(folder,), seeds_a_side=2)
+    with pytest.raises(ConfigError, match="--cleanued-runs replaces cleanued's seeds: it needs --side cleanued"):
+        Split(folders=(folder,), side="minimax", cleanued_runs=(tmp_path,))
     with pytest.raises(ConfigError, match="--threshold 1.5: a p-value threshold lies between 0 and 1"):
         Swap(folders=(folder,), threshold=1.5)
+    two = write_folder(tmp_path / "two", 0, {"cleanued": curves[:2], "minimax": curves[:2]})
+    with pytest.raises(ConfigError, match="2 seeds a side: the spread test needs at least 3"):
+        swap_report(Swap(folders=(two,), draws=1))

@@ -10,7 +10,8 @@ and the smallest p over the checkpoints would look like if the libraries learned
 is as likely to be either side's, so each draw gives each pair's two seeds to the sides at random. A pair stays
 together because its two seeds meet the same evaluation levels, and a seed's whole curve moves with it. The share of
 draws whose smallest p over the checkpoints is at most the measured one is that test's p with every checkpoint
-accounted for (Westfall and Young's min-p). The share of draws that meet the bar is how often it holds for sides
+accounted for (Westfall and Young's min-p, as (that count + 1) / (draws + 1), with the count's 95% interval: a
+Monte Carlo estimate). The share of draws that meet the bar is how often it holds for sides
 drawn from these seeds by chance.
 
 `split` takes one side's seeds alone (or, with --cleanued-runs, the seeds of cleanued runs such as the 256 a GPU
@@ -56,6 +57,10 @@ TESTS = ("Mann-Whitney", "spread", "interval")
 
 @dataclass(frozen=True)
 class Bar:
+    folders: Positional[tuple[Path, ...]] = ()
+    """learning_vs_minimax.py output folders of one experiment, each with its own seed set."""
+    method: str = "plr"
+    """The method whose evaluations are read."""
     first_rollouts: Annotated[int, AT_LEAST_ONE] = 300
     """The bar holds at every evaluated checkpoint from this many rollouts on."""
     threshold: float = 0.2
@@ -74,30 +79,47 @@ class Bar:
 
 @dataclass(frozen=True)
 class Swap(Bar):
-    folders: Positional[tuple[Path, ...]] = ()
-    """learning_vs_minimax.py output folders of one experiment, each with its own seed set."""
-    method: str = "plr"
-    """The method whose evaluations are read."""
+    """Each pair's two seeds dealt to the sides at random."""
 
 
 @dataclass(frozen=True)
 class Split(Bar):
-    folders: Positional[tuple[Path, ...]] = ()
-    """learning_vs_minimax.py output folders of one experiment, each with its own seed set."""
+    """Two disjoint groups of one library's seeds drawn at random."""
+
     side: Literal["cleanued", "minimax"] = "minimax"
     """The library whose seeds are split into two groups."""
     seeds_a_side: Annotated[int, AT_LEAST_ONE] = 36
     """Seeds in each group (twice this many must be at hand)."""
     cleanued_runs: tuple[Path, ...] = ()
     """cleanued run folders that replace the folders' cleanued side, as pool_seed_sets.py --cleanued-runs reads them."""
-    method: str = "plr"
-    """The method whose evaluations are read."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.seeds_a_side < 3:
+            raise ConfigError(f"--seeds-a-side {self.seeds_a_side}: the spread test needs at least 3")
+        if self.cleanued_runs and self.side != "cleanued":
+            raise ConfigError(f"--cleanued-runs replaces cleanued's seeds: it needs --side cleanued, not {self.side}")
 
 
-def checkpoints(values: dict, first_rollouts: int) -> list[int]:
-    grids = sorted({grid for label, grid, _ in values if label == TRAINING and grid >= first_rollouts})
+def read_values(args: Bar, cleanued_runs: tuple[Path, ...] = ()) -> dict:
+    """pool_seed_sets.py's {(label, grid, side): {seed key: solve rate}} of the folders (cleanued's side from the
+    runs if given), refused without an evaluation of the method."""
+    check_one_experiment(args.folders)
+    values = pooled_values(args.folders, args.method)
+    if not values:
+        raise ConfigError(f"no evaluations of {args.method} in the folders")
+    return run_values(args.folders, cleanued_runs, args.method, values) if cleanued_runs else values
+
+
+def checkpoints(values: dict, first_rollouts: int, sides: tuple[str, ...]) -> list[int]:
+    """The training-distribution checkpoints from first_rollouts on at which the sides' seeds were evaluated."""
+    grids = sorted(
+        {grid for label, grid, side in values if label == TRAINING and grid >= first_rollouts and side in sides}
+    )
     if not grids:
-        raise ConfigError(f"no training-distribution evaluation at {first_rollouts} rollouts or later")
+        raise ConfigError(
+            f"no training-distribution evaluation of {'/'.join(sides)} at {first_rollouts} rollouts or later"
+        )
     return grids
 
 
@@ -148,6 +170,7 @@ def share(count: int, total: int) -> str:
 
 
 def draw_table(verdicts: list[dict], bar: Bar, measured: dict | None) -> list[str]:
+    """How often the draws meet the bar and fail each test; with a measured verdict, each p-value test's min-p."""
     fails = [failing(verdict, bar.threshold) for verdict in verdicts]
     met = sum(not any(fail.values()) for fail in fails)
     lines = [f"- the bar is met in {share(met, len(verdicts))}"]
@@ -155,18 +178,19 @@ def draw_table(verdicts: list[dict], bar: Bar, measured: dict | None) -> list[st
     if measured is not None:
         lines += [
             "",
-            "| test | smallest p measured | draws with a smallest p as small (min-p, every checkpoint counted) |",
+            "| test | smallest p measured | draws with a smallest p as small | min-p (every checkpoint counted) |",
         ]
-        lines.append("|---|---|---|")
+        lines.append("|---|---|---|---|")
         for test in ("Mann-Whitney", "spread"):
             smallest = measured[test].min()
             as_small = sum(verdict[test].min() <= smallest for verdict in verdicts)
             min_p = (as_small + 1) / (len(verdicts) + 1)
-            lines.append(f"| {test} | {smallest:.3f} | {as_small} of {len(verdicts)}: p = {min_p:.3f} |")
+            lines.append(f"| {test} | {smallest:.3f} | {share(as_small, len(verdicts))} | {min_p:.3f} |")
     return lines
 
 
 def measured_table(verdict: dict, grids: list[int], seeds: tuple[int, int], bar: Bar) -> list[str]:
+    """The measured comparison's p-values and intervals per checkpoint, and whether it meets the bar."""
     outcome = "not met" if any(failing(verdict, bar.threshold).values()) else "met"
     lines = [
         f"Measured, {seeds[0]}/{seeds[1]} seeds (cleanued/minimax), training distribution: the bar (p >="
@@ -182,14 +206,15 @@ def measured_table(verdict: dict, grids: list[int], seeds: tuple[int, int], bar:
 
 
 def swap_report(args: Swap) -> str:
-    check_one_experiment(args.folders)
-    values = pooled_values(args.folders, args.method)
-    grids = checkpoints(values, args.first_rollouts)
+    values = read_values(args)
+    grids = checkpoints(values, args.first_rollouts, SIDES)
     cleanued, minimax = (curves(values, side, grids) for side in SIDES)
-    if cleanued.keys() != minimax.keys():
+    if unpaired := sorted(cleanued.keys() ^ minimax.keys()):
+        folder, seed = unpaired[0]
+        side = "cleanued" if (folder, seed) in minimax else "minimax"
         raise ConfigError(
-            f"the sides' seeds evaluated at every checkpoint from {grids[0]} differ ({len(cleanued)} cleanued, "
-            f"{len(minimax)} minimax): swap pairs seed i of one side with seed i of the other"
+            f"{args.folders[folder]}: seed {seed} has no {side} evaluation at some checkpoint from {grids[0]} "
+            f"({len(unpaired)} seed(s) unpaired): swap pairs seed i of one side with seed i of the other"
         )
     if len(cleanued) < 3:
         raise ConfigError(f"{len(cleanued)} seeds a side: the spread test needs at least 3")
@@ -205,19 +230,14 @@ def swap_report(args: Swap) -> str:
 
 
 def split_report(args: Split) -> str:
-    check_one_experiment(args.folders)
-    values = pooled_values(args.folders, args.method)
-    if args.cleanued_runs:
-        values = run_values(args.folders, args.cleanued_runs, args.method, values)
-    grids = checkpoints(values, args.first_rollouts)
+    values = read_values(args, args.cleanued_runs)
+    grids = checkpoints(values, args.first_rollouts, (args.side,))
     seeds = np.array(list(curves(values, args.side, grids).values()))
     if len(seeds) < 2 * args.seeds_a_side:
         raise ConfigError(
             f"--seeds-a-side {args.seeds_a_side}: {len(seeds)} {args.side} seeds evaluated at every checkpoint from "
             f"{grids[0]}, two groups need {2 * args.seeds_a_side}"
         )
-    if args.seeds_a_side < 3:
-        raise ConfigError(f"--seeds-a-side {args.seeds_a_side}: the spread test needs at least 3")
     rng = np.random.default_rng(args.draw_seed)
     verdicts = []
     for _ in range(args.draws):

@@ -1,6 +1,6 @@
 """benchmarks/learning/bar_by_chance.py on synthetic comparison folders: `swap` keeps each pair's two seeds together
-and its min-p share agrees with every swap pattern enumerated here; `split` draws disjoint groups, its failure shares
-agreeing with every partition enumerated here; bad input is refused in one line."""
+and its min-p share agrees with every swap pattern enumerated here; `split` draws disjoint groups, its shares (bar
+met, each test failing) agreeing with every partition enumerated here; bad input is refused in one line."""
 
 import itertools
 import json

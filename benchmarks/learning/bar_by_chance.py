@@ -41,10 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.learning.learning_vs_minimax_report import mann_whitney_p  # noqa: E402
 from benchmarks.learning.pool_seed_sets import (  # noqa: E402
     SIDES,
-    check_one_experiment,
     difference_interval,
-    pooled_values,
-    run_values,
+    read_pooled,
     spread_p,
 )
 from common.config import AT_LEAST_ONE  # noqa: E402
@@ -99,16 +97,6 @@ class Split(Bar):
             raise ConfigError(f"--seeds-a-side {self.seeds_a_side}: the spread test needs at least 3")
         if self.cleanued_runs and self.side != "cleanued":
             raise ConfigError(f"--cleanued-runs replaces cleanued's seeds: it needs --side cleanued, not {self.side}")
-
-
-def read_values(args: Bar, cleanued_runs: tuple[Path, ...] = ()) -> dict:
-    """pool_seed_sets.py's {(label, grid, side): {seed key: solve rate}} of the folders (cleanued's side from the
-    runs if given), refused without an evaluation of the method."""
-    check_one_experiment(args.folders)
-    values = pooled_values(args.folders, args.method)
-    if not values:
-        raise ConfigError(f"no evaluations of {args.method} in the folders")
-    return run_values(args.folders, cleanued_runs, args.method, values) if cleanued_runs else values
 
 
 def checkpoints(values: dict, first_rollouts: int, sides: tuple[str, ...]) -> list[int]:
@@ -206,7 +194,7 @@ def measured_table(verdict: dict, grids: list[int], seeds: tuple[int, int], bar:
 
 
 def swap_report(args: Swap) -> str:
-    values = read_values(args)
+    values = read_pooled(args.folders, args.method)
     grids = checkpoints(values, args.first_rollouts, SIDES)
     cleanued, minimax = (curves(values, side, grids) for side in SIDES)
     if unpaired := sorted(cleanued.keys() ^ minimax.keys()):
@@ -230,7 +218,7 @@ def swap_report(args: Swap) -> str:
 
 
 def split_report(args: Split) -> str:
-    values = read_values(args, args.cleanued_runs)
+    values = read_pooled(args.folders, args.method, args.cleanued_runs)
     grids = checkpoints(values, args.first_rollouts, (args.side,))
     seeds = np.array(list(curves(values, args.side, grids).values()))
     if len(seeds) < 2 * args.seeds_a_side:

@@ -201,13 +201,18 @@ def row(label: str, per_side: dict, resamples: int) -> str:
     )
 
 
-def pooled_table(args: Args) -> str:
-    check_one_experiment(args.folders)
-    values = pooled_values(args.folders, args.method)
+def read_pooled(folders: tuple[Path, ...], method: str, cleanued_runs: tuple[Path, ...] = ()) -> dict:
+    """The folders' evaluations of one experiment as pooled_values gives them, cleanued's side from the runs if
+    given (run_values); refused without an evaluation of the method."""
+    check_one_experiment(folders)
+    values = pooled_values(folders, method)
     if not values:
-        raise ConfigError(f"no evaluations of {args.method} in the folders")
-    if args.cleanued_runs:
-        values = run_values(args.folders, args.cleanued_runs, args.method, values)
+        raise ConfigError(f"no evaluations of {method} in the folders")
+    return run_values(folders, cleanued_runs, method, values) if cleanued_runs else values
+
+
+def pooled_table(args: Args) -> str:
+    values = read_pooled(args.folders, args.method, args.cleanued_runs)
     labels = ["training distribution"]
     if not args.cleanued_runs:  # the runs' evaluations are of the training distribution alone
         labels += sorted({label for label, _, _ in values} - {"training distribution"})

@@ -17,6 +17,7 @@ import pytest
 from common.config import with_flags
 from common.sweep import run_functions
 from envs.levels import optimal_steps, sample_dr_level, shortest_path_length
+from tests.conftest import SCRIPTS_FUSION_EMITTERS
 from tests.test_cuda_lowering import SCRIPT_FLAGS, TINY
 
 COMPUTATION = re.compile(r"^(?:ENTRY )?%(\S+) ")
@@ -59,8 +60,11 @@ def loops_and_conditionals(hlo_text: str) -> tuple[list[str], list[tuple[str, in
 
 
 def gpu_program(function, *args):
-    """`function` jitted in the form a GPU gets, compiled for this machine's CPU."""
-    return jax.jit(function).trace(*args).lower(lowering_platforms=("cuda",)).compile()
+    """`function` jitted in the form a GPU gets, compiled for this machine's CPU with XLA's MLIR fusion emitters, as the
+    scripts compile (the tests' faster compiles leave them out, and with them the CPU expands some ops into more loops
+    of known trip count)."""
+    lowered = jax.jit(function).trace(*args).lower(lowering_platforms=("cuda",))
+    return lowered.compile(compiler_options=SCRIPTS_FUSION_EMITTERS)
 
 
 def compiled_text(function, *args) -> str:

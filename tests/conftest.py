@@ -19,10 +19,12 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="clea
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
 # Most of an XLA CPU compile is making machine code, which a test's tiny program then runs for milliseconds: the
 # tests compile without LLVM's optimising passes (the suite 1876 s -> 1267 s on 2 cores) and emit fusions with XLA's
-# older elemental emitter rather than its MLIR fusion emitters (a training chunk's compile 6.1 s -> 2.9 s). Neither
-# changes what a program computes; without the fusion emitters XLA expands a few ops into extra loops of known trip
-# count, so tests/test_hlo_loops.py, which reads the compiled programs, compiles them with the emitters
-# (SCRIPTS_FUSION_EMITTERS). CLEANUED_TESTS_OPTIMIZED=1 compiles every test as the scripts do.
+# older elemental emitter rather than its MLIR fusion emitters (a training chunk's compile 6.1 s -> 2.9 s). Both
+# keep the operations each program runs, but the older emitter expands a few ops into extra loops of known trip count
+# and can round a float otherwise in one program than in another that holds the same step (one in a few thousand,
+# train's loop against the step alone). So tests/test_hlo_loops.py, which reads the programs, and
+# tests/test_train_functions.py, which compares those two bitwise, compile with the emitters (SCRIPTS_FUSION_EMITTERS);
+# every other bitwise comparison holds either way. CLEANUED_TESTS_OPTIMIZED=1 compiles every test as the scripts do.
 WITHOUT_FUSION_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
 """The part of FAST_COMPILE that minimax's JAX 0.4.31 does not know (its XLA aborts on an unknown flag), and that a
 program too large for the older emitter (a scatter of over 2**31 indices) cannot compile with."""
@@ -30,8 +32,8 @@ FAST_COMPILE = f"--xla_backend_optimization_level=0 --xla_llvm_disable_expensive
 if not os.environ.get("CLEANUED_TESTS_OPTIMIZED") and FAST_COMPILE not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip()
 SCRIPTS_FUSION_EMITTERS = {"xla_cpu_use_fusion_emitters": True}
-"""`.compile(compiler_options=SCRIPTS_FUSION_EMITTERS)`: the fusions the scripts' compiles make, for a test that reads
-the compiled program."""
+"""`compiler_options=SCRIPTS_FUSION_EMITTERS` (to `jax.jit` or `.compile`): fusions emitted as the scripts' compiles
+emit them, for a test that reads a compiled program or compares two programs bitwise."""
 OPTIMIZED_COMPILE = {
     "xla_backend_optimization_level": 3,
     "xla_llvm_disable_expensive_passes": False,

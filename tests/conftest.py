@@ -25,13 +25,13 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
 # train's loop against the step alone). So tests/test_hlo_loops.py, which reads the programs, and
 # tests/test_train_functions.py, which compares those two bitwise, compile with the emitters (SCRIPTS_FUSION_EMITTERS);
 # every other bitwise comparison holds either way. CLEANUED_TESTS_OPTIMIZED=1 compiles every test as the scripts do.
-WITHOUT_FUSION_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
-"""The part of FAST_COMPILE that minimax's JAX 0.4.31 does not know (its XLA aborts on an unknown flag), and that a
-program too large for the older emitter (a scatter of over 2**31 indices) cannot compile with."""
-FAST_COMPILE = f"--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true {WITHOUT_FUSION_EMITTERS}"
+FUSION_EMITTERS_FLAG = "--xla_cpu_use_fusion_emitters"
+FAST_COMPILE = " ".join(
+    ("--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true", f"{FUSION_EMITTERS_FLAG}=false")
+)
 if not os.environ.get("CLEANUED_TESTS_OPTIMIZED") and FAST_COMPILE not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip()
-SCRIPTS_FUSION_EMITTERS = {"xla_cpu_use_fusion_emitters": True}
+SCRIPTS_FUSION_EMITTERS = {FUSION_EMITTERS_FLAG.removeprefix("--"): True}
 """`compiler_options=SCRIPTS_FUSION_EMITTERS` (to `jax.jit` or `.compile`): fusions emitted as the scripts' compiles
 emit them, for a test that reads a compiled program or compares two programs bitwise."""
 OPTIMIZED_COMPILE = {
@@ -39,8 +39,17 @@ OPTIMIZED_COMPILE = {
     "xla_llvm_disable_expensive_passes": False,
     **SCRIPTS_FUSION_EMITTERS,
 }
-"""`jax.jit(..., compiler_options=OPTIMIZED_COMPILE)`: LLVM's passes back for one program a test runs long enough
-(hundreds of calls on thousands of slots) that its unoptimised machine code would cost more than the passes."""
+"""`jax.jit(..., compiler_options=OPTIMIZED_COMPILE)`: compiled as the scripts compile, for one program a test runs
+long enough (hundreds of calls on thousands of slots) that unoptimised machine code would cost more than the faster
+compile saves."""
+
+
+def environment_with_fusion_emitters() -> dict:
+    """This process's environment for a process that compiles with XLA's fusion emitters: an older JAX (minimax's
+    0.4.31, JaxUED's 0.4.30), whose XLA aborts on a flag it does not know, or a program too large for the older emitter
+    (a scatter of over 2**31 indices)."""
+    kept = [flag for flag in os.environ.get("XLA_FLAGS", "").split() if not flag.startswith(f"{FUSION_EMITTERS_FLAG}=")]
+    return {**os.environ, "XLA_FLAGS": " ".join(kept)}
 
 
 @pytest.fixture(scope="session")

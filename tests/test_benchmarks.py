@@ -6,7 +6,6 @@ environment exists."""
 import ast
 import json
 import math
-import os
 import stat
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import numpy as np
 import pytest
 
 from benchmarks.speed import env_timing
-from tests.conftest import WITHOUT_FUSION_EMITTERS
+from tests.conftest import environment_with_fusion_emitters
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -201,7 +200,7 @@ def test_minimax_worker_mixes_replay_and_new_level_updates():
         capture_output=True,
         text=True,
         check=True,
-        env={**os.environ, "XLA_FLAGS": os.environ.get("XLA_FLAGS", "").replace(WITHOUT_FUSION_EMITTERS, "")},
+        env=environment_with_fusion_emitters(),
     )
     (worker,) = json_lines(result.stdout)
     by_prob = worker["s_per_update_by_replay_prob"]

@@ -15,6 +15,7 @@ import pytest
 
 from benchmarks.peers.jaxued_worker import mixed_seconds_per_update
 from benchmarks.speed.tables import markdown_table
+from tests.conftest import environment_with_fusion_emitters
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -175,6 +176,7 @@ def test_jaxued_env_worker_runs_the_wheels_maze():
         "benchmarks/peers/jaxued_env_worker.py",
         *("--num-envs", "2", "--num-steps", "4", "--repeats", "1"),
         check=True,
+        env=environment_with_fusion_emitters(),
     )
     (line,) = json_lines(result.stdout)
     assert line["impl"] == "jaxued" and line["versions"]["jaxued"] == "0.0.1" and line["env_steps_per_s"] > 0
@@ -191,6 +193,7 @@ def test_jaxued_worker_forces_each_plr_branch():
         *("--repo", os.environ["JAXUED_REPO"], "--method", "plr", "--repeats", "1"),
         *("--flags", "--num_steps", "4", "--num_train_envs", "2"),
         check=True,
+        env=environment_with_fusion_emitters(),
     )
     (line,) = json_lines(result.stdout)
     assert line["branches_by_replay_prob"] == {

@@ -27,7 +27,7 @@ from algos import accel, accel_parallel, dr, paired, plr, plr_parallel, sfl
 from common import checkpoint, devices, driver, runs
 from common.config import flags_of, log_intervals_resuming_at, parse_command_line, with_flags
 from common.errors import ConfigError, DoesNotFit
-from tests.conftest import WITHOUT_FUSION_EMITTERS
+from tests.conftest import environment_with_fusion_emitters
 from tests.states import assert_states_close, command_in_process, newest_state, run_script
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -978,18 +978,14 @@ def test_programs_too_large_for_memory_are_refused_before_the_state_is_made(tmp_
 def test_a_chunk_too_large_for_memory_is_refused_before_it_runs(tmp_path):
     """3,000,000 envs: a state that fits, a rollout that does not (XLA counts about 13,000 GiB). The compiled
     chunk's own memory account refuses it in one line before it runs, and the new run leaves no folder. In a process
-    of its own that compiles with XLA's fusion emitters, as the script does: the tests' faster emitter cannot compile
-    this rollout's scatter of over 2**31 indices."""
+    of its own that compiles with XLA's fusion emitters, as the script does: the older emitter the tests compile with
+    cannot compile this rollout's scatter of over 2**31 indices."""
     result = subprocess.run(
         [sys.executable, "algos/dr.py", "--runs-dir", str(tmp_path), "--run-name", "wide", "--num-envs", "3000000"],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
-        env={
-            **os.environ,
-            "WANDB_MODE": "disabled",
-            "XLA_FLAGS": os.environ.get("XLA_FLAGS", "").replace(WITHOUT_FUSION_EMITTERS, ""),
-        },
+        env={**environment_with_fusion_emitters(), "WANDB_MODE": "disabled"},
     )
     *progress, last = result.stderr.strip().splitlines()
     assert result.returncode == 2 and last.startswith("error: the compiled training chunk takes"), result.stderr

@@ -166,10 +166,10 @@ class Checkpoints:
             write_atomic(checkpoint_path(self.directory / "archive", update), path.read_bytes())
         return path
 
-    def restore(self, template, repair_archives: bool = True) -> tuple[object, int, dict, Path] | None:
+    def restore(self, template) -> tuple[object, int, dict, Path] | None:
         """(state, update, the config saved with it, its path) from the newest checkpoint, or None when there
-        is none yet. Archives that are due and missing are written first (`archive_due`), unless `repair_archives`
-        is off: in a multi-process run only process 0, which holds the folder's lock, writes."""
+        is none yet. Writes nothing: the archives a kill left out (`archive_due`) wait until the checkpoint is
+        known to be this run's, and only process 0 of a multi-process run writes them."""
         newest = self.newest()
         if newest is None:
             return None
@@ -177,8 +177,6 @@ class Checkpoints:
             state, update, config = load(newest, template)
         except CheckpointError as error:
             raise CheckpointError(f"{error}; delete it to resume from the previous checkpoint") from None
-        if repair_archives:
-            self.archive_due()
         return state, update, config, newest
 
     def archive_due(self) -> list[Path]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, get_type_hints
 
+import numpy as np
 import tyro
 from tyro.conf import OmitArgPrefixes, UseAppendAction, arg
 
@@ -30,12 +31,13 @@ from envs.heldout import HELDOUT_MAZES
 @dataclass(frozen=True)
 class Range:
     """An `Annotated` marker of a numeric field: the values it allows (finite, `low` <= value <= `high`, and
-    above `low` when `above`). `range_problems` checks every marked field of a config; None is always allowed
-    (it means "not set")."""
+    above `low` when `above`; with no `high`, what int32 or float32 holds, unless `host_side`: a value only Python
+    reads). `range_problems` checks every marked field of a config; None is always allowed (it means "not set")."""
 
     low: float = -math.inf
     high: float = math.inf
     above: bool = False
+    host_side: bool = False
 
     def allows(self, value) -> bool:
         if not math.isfinite(value) or value > self.high:
@@ -117,7 +119,7 @@ class RunConfig:
     """Stop after this many updates (what an update is: the script's docstring)."""
     total_student_updates: Annotated[int | None, AT_LEAST_ONE, unset_means("no limit")] = None
     """Also stop once every seed has taken this many student PPO updates (updates that only score levels have none)."""
-    total_env_steps: Annotated[int | None, AT_LEAST_ONE, unset_means("no limit")] = None
+    total_env_steps: Annotated[int | None, Range(1, host_side=True), unset_means("no limit")] = None
     """Also stop once each seed has taken this many env steps."""
     train_seconds: Annotated[float | None, POSITIVE, unset_means("no limit")] = None
     """Also stop after this much wall-clock training time in this process."""
@@ -250,7 +252,27 @@ def range_problems(config) -> list[tuple[bool, str]]:
             if isinstance(marker, Range) and value is not None:
                 message = f"{flag(field.name)} must be {marker.describe()}, got {value}"
                 problems.append((isinstance(value, bool) or not marker.allows(value), message))
+                problems.append(compiled_width_problem(field.name, value, marker))
     return problems
+
+
+INT32_MAX = 2**31 - 1
+FLOAT32_MAX, FLOAT32_TINY = float(np.finfo(np.float32).max), float(np.finfo(np.float32).tiny)
+
+
+def compiled_width_problem(name: str, value, marker: Range) -> tuple[bool, str]:
+    """(failed, message) for a value in its range that the compiled program cannot hold: an int past int32 (unless
+    its `Range` sets an upper bound of its own), a float that float32 makes infinite or zero; none for a value
+    only Python reads (`host_side`)."""
+    if isinstance(value, bool) or marker.host_side:
+        return False, ""
+    if isinstance(value, int):
+        too_wide = marker.high == math.inf and abs(value) > INT32_MAX
+        return too_wide, f"{flag(name)} must be at most {INT32_MAX} (a 32-bit integer when compiled), got {value}"
+    too_large, too_small = abs(value) > FLOAT32_MAX, 0 < abs(value) < FLOAT32_TINY
+    size = f"0 or {FLOAT32_TINY:.3g} to {FLOAT32_MAX:.3g} in size"
+    message = f"{flag(name)} must be {size} (a float32 when compiled), got {value:g}"
+    return math.isfinite(value) and (too_large or too_small), message
 
 
 def raise_first(problems: list[tuple[bool, str]]) -> None:
@@ -449,6 +471,8 @@ def parse_command_line(config_class, description: str, args: list[str] | None = 
     peek.add_argument("--resume", action="store_true")
     peek.add_argument("--no-resume", dest="resume", action="store_false")
     peek.add_argument("--overwrite", action="store_true")
+    peek.add_argument("--no-overwrite", dest="overwrite", action="store_false")
+    peek.add_argument("--sweep", action="append")
     peek.add_argument("--run-name")
     peek.add_argument("--runs-dir")
     known, _ = peek.parse_known_args(args)
@@ -466,4 +490,6 @@ def parse_command_line(config_class, description: str, args: list[str] | None = 
     # The run continues in the folder it was read from, wherever config.json says it started (a copied folder).
     here = {"runs_dir": runs_dir, "run_name": run_name, "resume": True, "overwrite": False}
     start = config_from_saved(config_class, {**saved["config"], **here}, run_dir)
+    if known.sweep is not None:  # given again, the lists replace the saved ones (appended, each name came twice)
+        start = with_flags(start, sweep=())
     return tyro.cli(config_class, description=description, args=args, default=start)

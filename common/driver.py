@@ -33,9 +33,8 @@ from common.checkpoint import Checkpoints, remedy, sweep_temporary_files
 from common.config import check_resumable, flags_of, log_intervals_resuming_at, parse_command_line, summary
 from common.contract import FINITE_METRIC, BatchedOverSeeds, check_config, check_health_metric
 from common.devices import check_compiled_fits, check_state_fits, initialize_distributed
-from common.errors import ConfigError, DoesNotFit
+from common.errors import ConfigError
 from common.runs import (
-    MARKER,
     RunLog,
     StopSignal,
     chunk_rows,
@@ -44,6 +43,8 @@ from common.runs import (
     open_run_folder,
     read_log,
     record_config,
+    remove_unstarted,
+    start_run,
     stop_reason,
 )
 from common.sweep import run_functions, stopped_entries
@@ -82,11 +83,9 @@ def run(config, make_train: Callable, script: str, headline: tuple[str, ...], pr
         folder = open_run_folder(config, script)
         try:
             run_dir = train(config, functions, headline, folder.path, stop_signal, script)
-        except DoesNotFit:
-            if not settings.resume and {entry.name for entry in folder.path.iterdir()} == {"config.json", MARKER}:
-                (folder.path / "config.json").unlink()  # a new run that cannot train leaves no folder behind
-                (folder.path / MARKER).unlink()
-                folder.path.rmdir()
+        except BaseException:
+            if not settings.resume:  # a new run refused before its first write leaves no folder behind
+                remove_unstarted(folder)
             raise
         finally:
             os.close(folder.lock)
@@ -103,8 +102,8 @@ def train(
     stop_signal,
     script: str,
 ) -> Path:
-    """The body of `run`, once the run folder is held (by process 0, the only one that writes) and a new run's
-    config.json is written."""
+    """The body of `run`, once the run folder is held (by process 0, the only one that writes). A new run's first
+    write (`start_run`: --overwrite's deletion, config.json) waits until its programs are compiled and fit."""
     settings, placement = config.run, functions.placement
     writer = placement.is_main_process
     seeds_per_point = settings.num_seeds if settings.sweep else None
@@ -113,8 +112,10 @@ def train(
     checkpoints = Checkpoints(run_dir, settings.keep_checkpoints, settings.archive_interval, flags_of(config))
     previous_log, wall_offset = None, 0.0
     if settings.resume:
-        runner, update, saved, path = checkpoints.restore(jax.eval_shape(init, rngs), repair_archives=writer)
+        runner, update, saved, path = checkpoints.restore(jax.eval_shape(init, rngs))
         check_resumable(saved, config, f"from {path}, a checkpoint saved with another config")
+        if writer:  # only once the checkpoint is known to be this run's: a refused resume writes nothing
+            checkpoints.archive_due()
         env_steps = update * config.env_steps_per_update
         student_updates = int(np.min(functions.student_updates(runner)))
         reached = stop_reason(settings, update, env_steps, 0.0, student_updates)
@@ -139,7 +140,19 @@ def train(
         # On a mesh the state is split once made, and its share per device is what check_state_fits counted.
         if make_state is not None and placement.mesh is None:
             check_compiled_fits("initial state", make_state, placement)
-        if placement.agree(bool(stop_signal.requested)):  # stopped before the chunk's compile: skip it
+        stopped_before_compiling = placement.agree(bool(stop_signal.requested))
+        evaluate, eval_keys = None, []
+        if not stopped_before_compiling:
+            print(f"compiling: a chunk of {settings.log_interval} updates, evaluation and pictures...", file=sys.stderr)
+            step_chunk = compile_timed("training chunk", placement.jit(functions.step, donate=True), runner_shapes)
+            check_compiled_fits("training chunk", step_chunk, placement)
+            if settings.eval_interval:
+                evaluate = compile_timed("evaluation", placement.jit(functions.evaluate), runner_shapes)
+                check_compiled_fits("evaluation", evaluate, placement)
+                eval_keys = list(evaluate.out_info)
+        if writer and not settings.resume:  # only now that the run can train: --overwrite deletes the old run here
+            start_run(run_dir, config, script)
+        if stopped_before_compiling:
             if not settings.resume:
                 placement.save(checkpoints, placement.place(make_state(rngs)), update)
             stop_signal.stopped_run = True
@@ -147,14 +160,6 @@ def train(
                 reason = f"stopped by {stop_signal.requested or 'process 0'}"
                 print(f"{reason} before compiling; {run_dir} at update {update}", file=sys.stderr)
             return run_dir
-        print(f"compiling: a chunk of {settings.log_interval} updates, evaluation and pictures...", file=sys.stderr)
-        step_chunk = compile_timed("training chunk", placement.jit(functions.step, donate=True), runner_shapes)
-        check_compiled_fits("training chunk", step_chunk, placement)
-        evaluate, eval_keys = None, []
-        if settings.eval_interval:
-            evaluate = compile_timed("evaluation", placement.jit(functions.evaluate), runner_shapes)
-            check_compiled_fits("evaluation", evaluate, placement)
-            eval_keys = list(evaluate.out_info)
         runner = placement.place(make_state(rngs) if runner is None else runner)
         training_levels = placement.jit(functions.levels)
         metric_keys = [key for key in step_chunk.out_info[1] if key != FINITE_METRIC]

@@ -49,10 +49,12 @@ from common.config import (  # noqa: E402
     NON_NEGATIVE,
     Range,
     absent_folder_problem,
+    config_differences,
     config_from_saved,
     raise_first,
     range_problems,
     read_saved_config,
+    resumable_fields,
     with_flags,
 )
 from common.contract import BatchedOverSeeds  # noqa: E402
@@ -91,7 +93,7 @@ class Args:
     seed: Annotated[int, Range(0, 2**32 - 1)] = 0
     """Evaluation seed."""
     out: Annotated[Path | None, arg(help_behavior_hint="(default: <run-dir>/eval/evaluate_<update>_<time>.csv)")] = None
-    """CSV path."""
+    """CSV path; refused if it exists."""
     gif: bool = False
     """Save seed 0's first episode on each maze as <run-dir>/eval/<maze>_update_<update>.gif."""
     risk: bool = False
@@ -115,6 +117,9 @@ class Args:
             raise ConfigError(f"--risk-walls ({self.risk_walls}) must leave two cells free for the agent and goal")
         if not self.mazes and not self.risk:
             raise ConfigError("nothing to evaluate: give --mazes, --risk or both")
+        if self.out is not None and (self.out.exists() or self.out.is_symlink()):
+            kind = "a folder" if self.out.is_dir() else "there"
+            raise ConfigError(f"--out {self.out} is {kind} already; give a new file path (nothing is overwritten)")
         for name in self.mazes:
             if name not in HELDOUT_MAZES:
                 raise ConfigError(f"unknown maze {name!r}; choose from {', '.join(HELDOUT_MAZES)}")
@@ -193,7 +198,13 @@ def load_run(run_dir: Path, checkpoint: Path | None) -> LoadedRun:
     functions = run_functions(config, module.make_train, saved["script"])
     template = jax.eval_shape(functions.init, rngs)
     if checkpoint is not None:
-        runner, update, _ = load(checkpoint, template)
+        runner, update, saved_with = load(checkpoint, template)
+        differing = config_differences(saved["config"], saved_with, resumable_fields(config.schedule_spans_run))
+        if differing:  # another run's checkpoint: its results would be credited to this run
+            raise ConfigError(
+                f"--checkpoint {checkpoint} was saved by another experiment than {run_dir}'s: it differs in "
+                f"{'; '.join(differing)}; give one of this run's checkpoints"
+            )
     else:
         runner, update = load_newest(run_dir, template)
     if run_identity(run_dir) != identity:  # a new run started between reading config.json and the checkpoint

@@ -10,6 +10,9 @@ seed. Anything else is refused in one line before a run folder is made. Only the
 states, counters, buffers and random keys are the new run's own.
 """
 
+import json
+import zipfile
+import zlib
 from pathlib import Path
 
 import jax
@@ -69,9 +72,14 @@ def _source_networks(path: Path, paths: list[tuple[str, ...]]) -> dict[tuple[str
         is_checkpoint = handle.read(len(MAGIC)) == MAGIC
     if is_checkpoint:
         try:
-            state = read_payload(path)["state"]
+            payload = read_payload(path)
         except CheckpointError as error:
             raise ConfigError(f"{where}: {error}") from None
+        if json.loads(payload["config"]).get("sweep"):  # its entries are points x seeds, not one config's seeds
+            raise ConfigError(
+                f"{where}: a checkpoint of a --sweep holds every point's seeds; start from a run of one config"
+            )
+        state = payload["state"]
         networks = {}
         for network in paths:
             node = state
@@ -91,10 +99,13 @@ def _source_networks(path: Path, paths: list[tuple[str, ...]]) -> dict[tuple[str
         raise ConfigError(f"{where}: an .npz holds one network and this script has {len(paths)} ({shown}); use one of "
                           "its checkpoints")  # fmt: skip
     try:
-        with np.load(path, allow_pickle=False) as data:
+        data = np.load(path, allow_pickle=False)
+        if not isinstance(data, np.lib.npyio.NpzFile):  # an .npy saved under an .npz name: one bare array
+            raise ValueError("it holds one array, not named arrays")
+        with data:
             flat = {key: data[key] for key in data.files if key.startswith(NPZ_PREFIX)}
-    except (OSError, ValueError) as error:
-        raise ConfigError(f"{where}: cannot read it as an .npz ({error})") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as error:
+        raise ConfigError(f"{where}: cannot read it as an .npz ({error or type(error).__name__})") from None
     if not flat:
         raise ConfigError(f"{where}: the .npz has no {NPZ_PREFIX}... arrays")
     return {paths[0]: flat}
@@ -118,6 +129,16 @@ def _per_seed(name: str, value: np.ndarray, expected: tuple[int, ...], num_seeds
     )
 
 
+def check_values(name: str, value, where: str) -> None:
+    """A one-line error unless `value` holds real, finite numbers: text or complex numbers would be cast (or fail)
+    without a word, and a NaN stops the run only once it has compiled and trained a chunk."""
+    value = np.asarray(value)
+    if value.dtype == bool or not (np.issubdtype(value.dtype, np.floating) or np.issubdtype(value.dtype, np.integer)):
+        raise ConfigError(f"{where}: {name} holds {value.dtype} values, not real numbers")
+    if not np.isfinite(value).all():
+        raise ConfigError(f"{where}: {name} holds non-finite values (NaN or infinity)")
+
+
 def read_parameters(path: Path, runner_shapes, num_seeds: int) -> dict[tuple[str, ...], dict]:
     """{network path: parameter tree [num_seeds, ...] (numpy)} for every TrainState of `runner_shapes` (a runner
     state of `num_seeds` seeds, shapes suffice), read from `path` and checked against this config's networks."""
@@ -135,6 +156,8 @@ def read_parameters(path: Path, runner_shapes, num_seeds: int) -> dict[tuple[str
         if missing or extra:
             first = f"{missing[0]} is missing" if missing else f"{extra[0]} is not in this config's network"
             raise ConfigError(f"{where}: the parameters are another network's ({first})")
+        for name in expected:
+            check_values(name, given[name], where)
         flat = {
             name: _per_seed(name, given[name], tuple(shape.shape[1:]), num_seeds, where).astype(shape.dtype)
             for name, shape in expected.items()

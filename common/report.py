@@ -152,6 +152,8 @@ class Args:
             parse_label(text)
         if not self.runs and not self.label:
             raise ConfigError("give at least one run folder")
+        if self.out.exists() and not self.out.is_dir():
+            raise ConfigError(f"--out {self.out} is a file; give a folder for the report")
 
 
 def parse_label(text: str) -> tuple[str, Path]:

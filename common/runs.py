@@ -13,6 +13,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import sys
@@ -52,6 +53,7 @@ def one_line_errors():
 class RunFolder(NamedTuple):
     path: Path
     lock: int  # an open descriptor of the folder, locked (flock): the OS releases it on any exit, kill -9 too
+    created: tuple[Path, ...] = ()  # the folders opening it made, innermost first: a refused start removes them
 
 
 MARKER = ".cleanued-run"
@@ -62,11 +64,31 @@ RUN_ENTRIES = (MARKER, "config.json", "points.csv", "logs.csv", "checkpoints", "
 """What a run writes into its folder (the driver, common.evaluate, wandb), besides `write_atomic`'s temporaries."""
 
 
+UPDATE_CHECKPOINT = re.compile(r"^update_\d+\.msgpack$")
+RUN_FOLDER_FILES = {
+    "checkpoints": UPDATE_CHECKPOINT,
+    "checkpoints/archive": UPDATE_CHECKPOINT,
+    "images": re.compile(r"^levels_update_\d+\.png$"),
+    "eval": re.compile(r"^(evaluate|risk)_\d+_\d{8}-\d{6}\.csv$|^.+_update_\d+\.gif$"),
+}
+"""The files a run writes into each of its folders (the driver's checkpoints and pictures, common.evaluate's default
+outputs); wandb/ is wandb's own."""
+
+
 def foreign_entries(run_dir: Path) -> list[str]:
-    """The names in `run_dir` that no run writes (someone's notes, another tool's output), sorted."""
-    return sorted(
-        entry.name for entry in run_dir.iterdir() if entry.name not in RUN_ENTRIES and not TEMPORARY.match(entry.name)
-    )
+    """The paths, relative to `run_dir`, that no run writes (someone's notes, another tool's output, an evaluation
+    written under a name of one's own), sorted."""
+    found = [entry.name for entry in run_dir.iterdir() if entry.name not in RUN_ENTRIES]
+    for folder, written in RUN_FOLDER_FILES.items():
+        path = run_dir / folder
+        if not path.is_dir() or path.is_symlink():  # --overwrite deletes a link, never what it points to
+            continue
+        for entry in path.iterdir():
+            relative = f"{folder}/{entry.name}"
+            is_folder = entry.is_dir() and not entry.is_symlink()
+            if relative not in RUN_FOLDER_FILES and not (written.match(entry.name) and not is_folder):
+                found.append(relative)
+    return sorted(relative for relative in found if not TEMPORARY.match(Path(relative).name))
 
 
 def is_run_folder(run_dir: Path) -> bool:
@@ -92,13 +114,13 @@ def lock_run_folder(run_dir: Path) -> int:
 
 
 def open_run_folder(config, script: str) -> RunFolder:
-    """Check `runs_dir/run_name` against the flags (new, --resume or --overwrite) and take its lock; a new run
-    (`script`: 'algos/dr.py') also gets its config.json, which marks the folder as a run folder. Refuses anything
-    that would lose or mix saved work: a name that is not one plain folder name (checked with the flags), a file
-    in the way, a folder another process holds, --overwrite of a folder that is not a run folder, --resume of a
-    folder with no checkpoint or of another script's run. Writes nothing else, except that --overwrite deletes
-    the old run once locked. If config.json cannot be written (a full disk), the folders this call created are
-    removed again."""
+    """Check `runs_dir/run_name` against the flags (new, --resume or --overwrite) and take its lock; a new folder
+    gets the marker that claims it for a run (`script`: 'algos/dr.py'). Refuses anything that would lose or mix
+    saved work: a name that is not one plain folder name (checked with the flags), a file in the way, a folder
+    another process holds, --overwrite of a folder that is not a run folder or that holds what no run writes,
+    --resume of a folder with no checkpoint or of another script's run. Writes nothing else: --overwrite's
+    deletion and a new run's config.json wait for `start_run`. If the marker cannot be written (a full disk), the
+    folders this call created are removed again."""
     run = config.run
     run_dir = Path(run.runs_dir) / run.run_name
     in_the_way = file_in_the_way(run_dir)
@@ -129,12 +151,7 @@ def open_run_folder(config, script: str) -> RunFolder:
                 f"{run_dir} was not made by a cleanued run (it holds {shown} but no {MARKER}, which a new run writes "
                 "first; folders of runs before that file existed have none either): refusing to delete it"
             )
-        foreign = foreign_entries(run_dir)
-        if foreign:
-            shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
-            raise ConfigError(
-                f"{run_dir} holds what no run writes ({shown}); refusing to delete it: move those away first"
-            )
+        refuse_foreign_entries(run_dir)
     created = [folder for folder in (run_dir, *run_dir.parents) if not folder.exists()]  # innermost first
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -143,37 +160,56 @@ def open_run_folder(config, script: str) -> RunFolder:
         raise ConfigError(f"could not create {run_dir} ({error.strerror or error})") from None
     lock = lock_run_folder(run_dir)
     try:
-        # The marker stays: a kill part way leaves a folder that still proves it is a run, which --overwrite finishes.
-        for entry in run_dir.iterdir():
-            if not run.overwrite:
-                raise ConfigError(
-                    f"{run_dir} was started by another process at the same time; choose another --run-name"
-                )
-            if entry.name == MARKER:
-                continue
-            try:
-                if entry.is_dir() and not entry.is_symlink():
-                    shutil.rmtree(entry)
-                else:
-                    entry.unlink()
-            except OSError as error:
-                raise ConfigError(
-                    f"could not delete {entry} ({error.strerror or error}) for --overwrite: {remedy(error)}, then "
-                    "--overwrite again (the folder still holds its marker, so that finishes the job)"
-                ) from None
+        if not run.overwrite and any(run_dir.iterdir()):
+            raise ConfigError(f"{run_dir} was started by another process at the same time; choose another --run-name")
+        if not is_run_folder(run_dir):
+            write_marker(run_dir)
     except BaseException:
-        os.close(lock)
-        raise
-    try:
-        write_marker(run_dir)
-        record_config(run_dir, config, script)
-    except ConfigError:
         os.close(lock)
         if created:  # the folder is this call's: it leaves nothing behind
             (run_dir / MARKER).unlink(missing_ok=True)
         remove_empty_folders(created)
         raise
-    return RunFolder(run_dir, lock)
+    return RunFolder(run_dir, lock, tuple(created))
+
+
+def start_run(run_dir: Path, config, script: str) -> None:
+    """A new run's first writes into its folder, held by `open_run_folder`, once its programs are known to fit:
+    --overwrite's deletion of the old run, then config.json (and a sweep's points.csv). Until then a refused start
+    leaves the old run whole."""
+    refuse_foreign_entries(run_dir)  # again: the compile took a while, and someone may have put a file in
+    # The marker stays: a kill part way leaves a folder that still proves it is a run, which --overwrite finishes.
+    for entry in run_dir.iterdir():
+        if entry.name == MARKER:
+            continue
+        try:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        except OSError as error:
+            raise ConfigError(
+                f"could not delete {entry} ({error.strerror or error}) for --overwrite: {remedy(error)}, then "
+                "--overwrite again (the folder still holds its marker, so that finishes the job)"
+            ) from None
+    record_config(run_dir, config, script)
+
+
+def refuse_foreign_entries(run_dir: Path) -> None:
+    """A one-line refusal to delete a run folder that holds what no run writes (`foreign_entries`)."""
+    foreign = foreign_entries(run_dir)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        raise ConfigError(f"{run_dir} holds what no run writes ({shown}); refusing to delete it: move those away first")
+
+
+def remove_unstarted(folder: RunFolder) -> None:
+    """Remove a new run's folder that `start_run` never wrote to (a start refused or failed before it), and the
+    folders above it that opening it made: it holds only its marker, so nothing saved is lost. A folder that holds
+    anything else is left as it is."""
+    if [entry.name for entry in folder.path.iterdir()] == [MARKER]:
+        (folder.path / MARKER).unlink()
+        remove_empty_folders([folder.path, *(made for made in folder.created if made != folder.path)])
 
 
 def remove_empty_folders(folders: list[Path]) -> None:

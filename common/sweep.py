@@ -60,7 +60,9 @@ def parse_sweep(specs: tuple[str, ...], zipped: bool) -> Sweep | None:
             values = [float(value) for value in text.split(",")]
         except ValueError:
             raise ConfigError(f"--sweep {spec!r}: every value must be a number") from None
-        if len(set(np.float32(values).tolist())) < len(values):  # the program holds each value as a float32
+        with np.errstate(over="ignore"):  # a value past float32's range is refused by its point's range check
+            as_float32 = np.float32(values).tolist()
+        if len(set(as_float32)) < len(values):  # the program holds each value as a float32
             raise ConfigError(f"--sweep {spec!r}: a value twice (as a float32) would train one point twice")
         names.append(name)
         lists.append(values)

@@ -101,24 +101,22 @@ def test_checkpoint_rotation_and_archive(tmp_path):
     ], "--keep-checkpoints 1 keeps one"
 
 
-def test_restore_repairs_a_missing_archive_unless_told_not_to_and_names_a_corrupt_checkpoint(tmp_path):
-    """A kill between a checkpoint and its archive copy: `restore` writes the copy (process 0's default), not with
-    `repair_archives=False` (the other processes of a multi-process run). A corrupt newest checkpoint is refused
-    with what to do. Only the missing archive on the interval is written (update 10's checkpoint is kept, not
-    archived) and returned. Fails with the default flipped, the advice dropped, or a checkpoint off the interval or
-    already archived written (mutmut's survivors of restore and archive_due)."""
+def test_restore_writes_nothing_archive_due_repairs_a_missing_archive_and_a_corrupt_checkpoint_is_named(tmp_path):
+    """A kill between a checkpoint and its archive copy: `restore` leaves it missing (the driver repairs it once the
+    checkpoint is known to be the run's: a refused resume writes nothing), `archive_due` writes it and returns it.
+    A corrupt newest checkpoint is refused with what to do. Only the missing archive on the interval is written
+    (update 10's checkpoint is kept, not archived). Fails with a repair in restore, the advice dropped, or a
+    checkpoint off the interval or already archived written (mutmut's survivors of restore and archive_due)."""
     checkpoints = checkpoint.Checkpoints(tmp_path, keep=2, archive_interval=20, config={})
     for update in (10, 20):
         checkpoints.save({"x": jnp.float32(update)}, update)
     archive = tmp_path / "checkpoints" / "archive" / "update_00000020.msgpack"
     archive.unlink()
     template = {"x": jax.ShapeDtypeStruct((), jnp.float32)}
-    checkpoints.restore(template, repair_archives=False)
-    assert not archive.exists()
     checkpoints.restore(template)
-    assert [path.name for path in checkpoint.list_checkpoints(archive.parent)] == ["update_00000020.msgpack"]
-    archive.unlink()
+    assert not archive.exists()
     assert checkpoints.archive_due() == [archive] and checkpoints.archive_due() == []
+    assert [path.name for path in checkpoint.list_checkpoints(archive.parent)] == ["update_00000020.msgpack"]
     newest = tmp_path / "checkpoints" / "update_00000020.msgpack"
     newest.write_bytes(newest.read_bytes()[:-10])
     with pytest.raises(checkpoint.CheckpointError, match="update_00000020.msgpack.*; delete it to resume from the"):

@@ -89,6 +89,46 @@ def test_a_missing_checkpoint_flag_is_a_one_line_error(tmp_path, zero_run):
     assert "nope" in lines[0] and "does not exist" in lines[0], lines[0]
 
 
+def test_another_experiments_checkpoint_is_refused_before_it_is_evaluated(tmp_path, zero_run):
+    """--checkpoint from another run (here, another --lr) is refused in one line naming the flag: its results would be
+    written into this run's eval/ and credited to it by the report. The run's own checkpoint, saved when it had
+    another --total-updates (a flag a resume may change), loads. Fails with the saved config not compared."""
+    config, state, make = zero_run
+    run_dir = make(tmp_path / "run", ())
+    own = checkpoint.save(
+        run_dir / "checkpoints" / "update_00000002.msgpack", state, 2, flags_of(with_flags(config, total_updates=2))
+    )
+    foreign = checkpoint.save(tmp_path / "other.msgpack", state, 2, flags_of(with_flags(config, lr=0.5)))
+    assert load_run(run_dir, own).update == 2
+    result = command_in_process("-m", "common.evaluate", "--run-dir", str(run_dir), "--checkpoint", str(foreign))
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert lines[0] == (
+        f"error: --checkpoint {foreign} was saved by another experiment than {run_dir}'s: it differs in --lr: saved "
+        f"{config.ppo.lr!r}, now 0.5; give one of this run's checkpoints"
+    )
+    assert not (run_dir / "eval").exists()
+
+
+def test_an_out_path_that_exists_is_refused_before_anything_loads(tmp_path, zero_run):
+    """common.evaluate never overwrites: an existing --out (the fault trial gave the run's own config.json, which
+    became a CSV), a folder, or a link is refused in one line before the run is read, and left as it was."""
+    run_dir = zero_run[2](tmp_path / "run", (2,))
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "nowhere")
+    for out, kind in (
+        (run_dir / "config.json", "there"),
+        (tmp_path / "folder", "a folder"),
+        (tmp_path / "link", "there"),
+    ):
+        before = out.read_bytes() if out.is_file() else None
+        result = command_in_process("-m", "common.evaluate", "--run-dir", str(run_dir), "--out", str(out))
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and len(lines) == 1, result.stderr
+        assert lines[0] == f"error: --out {out} is {kind} already; give a new file path (nothing is overwritten)"
+        assert (out.read_bytes() if out.is_file() else None) == before and "evaluating" not in result.stdout
+
+
 @pytest.mark.parametrize(
     ("flags", "fragment"),
     [

@@ -12,7 +12,7 @@ import pytest
 
 from algos import dr, plr
 from common import checkpoint, sweep
-from common.config import with_flags
+from common.config import flags_of, with_flags
 from common.errors import ConfigError
 from tests.states import assert_states_close, command_in_process, newest_state, run_script
 
@@ -133,6 +133,44 @@ def test_other_networks_are_refused_in_one_line_before_a_folder_is_made(trained,
     assert "neither a cleanued checkpoint" in refusal(
         ["algos/dr.py", *tiny_flags(), "--init-from", str(text)], tmp_path
     )
+
+
+def test_unreadable_files_bad_values_and_a_sweeps_checkpoint_are_refused_in_one_line(trained, tmp_path):
+    """What the fault trial got through or saw as a traceback: an empty, a truncated and an .npy named .npz (each
+    a traceback), parameters of text (a traceback), of complex numbers (cast without a word) or NaN (found only
+    after the compile and a chunk), and a sweep's checkpoint, whose points x seeds were taken as this run's seeds.
+    Each is one line before a folder is made. Fails with any of the read's errors, or either check, dropped."""
+    run_dir, config, source = trained
+    flat = {
+        "params/" + "/".join(str(getattr(key, "key", key)) for key in path): np.asarray(leaf)[0]
+        for path, leaf in jax.tree_util.tree_flatten_with_path(source.train_state.params["params"])[0]
+    }
+    good = tmp_path / "good.npz"
+    np.savez(good, **flat)
+    files = {
+        "empty.npz": b"",
+        "truncated.npz": good.read_bytes()[: good.stat().st_size // 2],
+    }
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    np.save(tmp_path / "bare.npy", np.zeros(3))
+    (tmp_path / "bare.npy").rename(tmp_path / "bare.npz")
+    for name in ("empty.npz", "truncated.npz", "bare.npz"):
+        line = refusal(["algos/dr.py", *tiny_flags(), "--init-from", str(tmp_path / name)], tmp_path)
+        assert "cannot read it as an .npz" in line, line
+    first = next(iter(flat))
+    for name, value, says in (
+        ("text", np.full(flat[first].shape, "a"), "holds <U1 values, not real numbers"),
+        ("complex", flat[first] + 1j, "holds complex64 values, not real numbers"),
+        ("nan", np.full(flat[first].shape, np.nan, np.float32), "holds non-finite values (NaN or infinity)"),
+    ):
+        np.savez(tmp_path / f"{name}.npz", **{**flat, first: value})
+        line = refusal(["algos/dr.py", *tiny_flags(), "--init-from", str(tmp_path / f"{name}.npz")], tmp_path)
+        assert line.endswith(f"{first} {says}"), line
+    swept = flags_of(with_flags(config, num_seeds=1, sweep=("lr=1e-4,3e-4",)))
+    sweeps = checkpoint.save(tmp_path / "sweep.msgpack", source, 4, swept)
+    line = refusal(["algos/dr.py", *tiny_flags(), "--init-from", str(sweeps)], tmp_path)
+    assert line.endswith("a checkpoint of a --sweep holds every point's seeds; start from a run of one config"), line
 
 
 def test_a_resumed_run_from_a_checkpoint_equals_it_uninterrupted_without_the_file(trained, tmp_path):

@@ -226,6 +226,17 @@ def test_trim_must_leave_scores_for_the_iqm(tmp_path, trim):
         Args(runs=("runs/a",), out=tmp_path, trim=trim)
 
 
+def test_an_out_that_is_a_file_is_refused_before_anything_is_read(tmp_path):
+    """--out names the report's folder: a file there is refused in one line (it used to end in a FileExistsError
+    traceback after every run was read), and is left as it was."""
+    out = tmp_path / "afile"
+    out.write_text("mine")
+    with pytest.raises(ConfigError) as raised:
+        Args(runs=("runs/a",), out=out)
+    assert str(raised.value) == f"--out {out} is a file; give a folder for the report"
+    assert out.read_text() == "mine"
+
+
 @pytest.mark.slow
 def test_any_run_name_is_a_folder_and_labels_name_methods(tmp_path):
     """`lr=3e-4` is a legal run name: a positional argument is always a folder; --label NAME=RUN_DIR names a

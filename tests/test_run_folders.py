@@ -7,6 +7,7 @@ of --log-interval (so every schedule holds) and never past its end, Ctrl+C / SIG
 
 import csv
 import errno
+import hashlib
 import json
 import math
 import os
@@ -22,6 +23,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from flax import serialization
 
 from algos import accel, accel_parallel, dr, paired, plr, plr_parallel, sfl
 from common import checkpoint, devices, driver, runs
@@ -252,12 +254,17 @@ def test_overwrite_empties_the_old_run_whatever_order_its_entries_come_in_and_sa
     tmp_path, finished_run, monkeypatch
 ):
     """--overwrite deletes every entry but the marker even when the marker is listed first (a folder lists its entries
-    in no set order), and an entry it cannot delete is named in one line that says how to finish. Kills mutmut's
-    survivors of open_run_folder 99, 106 and 107."""
+    in no set order), only in `start_run` (opening the folder leaves the old run whole), and an entry it cannot
+    delete is named in one line that says how to finish. Kills mutmut's survivors of open_run_folder 99, 106 and
+    107."""
     list_entries = Path.iterdir
     monkeypatch.setattr(Path, "iterdir", lambda self: iter(sorted(list_entries(self))))  # ".cleanued-run" first
     run = copy_of(finished_run, tmp_path, "old")
-    folder = runs.open_run_folder(tiny(tmp_path, run_name="old", overwrite=True), "algos/dr.py")
+    before = snapshot(run)
+    config = tiny(tmp_path, run_name="old", overwrite=True)
+    folder = runs.open_run_folder(config, "algos/dr.py")
+    assert snapshot(run) == before
+    runs.start_run(folder.path, config, "algos/dr.py")
     os.close(folder.lock)
     assert sorted(entry.name for entry in list_entries(run)) == [runs.MARKER, "config.json"]
 
@@ -266,8 +273,11 @@ def test_overwrite_empties_the_old_run_whatever_order_its_entries_come_in_and_sa
 
     monkeypatch.setattr(shutil, "rmtree", cannot_delete)
     copy_of(finished_run, tmp_path, "stuck")
+    config = tiny(tmp_path, run_name="stuck", overwrite=True)
+    folder = runs.open_run_folder(config, "algos/dr.py")
     with pytest.raises(ConfigError) as raised:
-        runs.open_run_folder(tiny(tmp_path, run_name="stuck", overwrite=True), "algos/dr.py")
+        runs.start_run(folder.path, config, "algos/dr.py")
+    os.close(folder.lock)
     remedy = runs.remedy(PermissionError(13, "Permission denied"))
     assert str(raised.value) == (
         f"could not delete {tmp_path / 'stuck' / 'checkpoints'} (Permission denied) for --overwrite: {remedy}, then "
@@ -309,6 +319,80 @@ def test_an_overwrite_cut_off_part_way_is_finished_by_the_next(tmp_path, finishe
         runs.MARKER,
     )
     assert (legacy / "config.json").exists()
+
+
+def test_a_start_refused_once_compiled_keeps_the_old_run_and_leaves_no_new_folder(tmp_path, finished_run, monkeypatch):
+    """--overwrite deletes the old run only once the new one's programs are compiled and fit: a chunk refused as too
+    large (or any failure before) leaves the old run whole (the fault trial: `--overwrite --num-envs 100000000` lost
+    it). A new run, a sweep's too, that fails there leaves no folder (one used to keep points.csv and config.json,
+    and a rerun was refused as `already exists`). Fails with the deletion or config.json back in open_run_folder."""
+    real_check = driver.check_compiled_fits
+
+    def chunk_too_large(name, compiled, placement):
+        if name == "training chunk":
+            raise DoesNotFit("the compiled training chunk takes too much of this test's host")
+        return real_check(name, compiled, placement)
+
+    monkeypatch.setattr(driver, "check_compiled_fits", chunk_too_large)
+    run = copy_of(finished_run, tmp_path, "old")
+    before = snapshot(run)
+    with pytest.raises(DoesNotFit):
+        run_script(dr, tiny(tmp_path, run_name="old", overwrite=True))
+    assert snapshot(run) == before
+    with pytest.raises(DoesNotFit):
+        run_script(dr, tiny(tmp_path, run_name="swept", sweep=("lr=1e-4,3e-4",)))
+    assert not (tmp_path / "swept").exists()
+
+    def compile_fails(*args):
+        raise OverflowError("Python int too large to convert to C int")
+
+    monkeypatch.setattr(driver, "compile_timed", compile_fails)
+    with pytest.raises(OverflowError):
+        run_script(dr, tiny(tmp_path / "runs", run_name="new"))
+    assert not (tmp_path / "runs" / "new").exists()
+    with pytest.raises(OverflowError):
+        run_script(dr, tiny(tmp_path, run_name="old", overwrite=True))
+    assert snapshot(run) == before
+
+
+def test_overwrite_refuses_a_file_of_ones_own_anywhere_in_the_run_folder(tmp_path, finished_run):
+    """What no run writes is refused inside the run's own folders too (the fault trial lost eval/my_analysis.ipynb,
+    checkpoints/notes.txt and images/hand_drawn.png), also when it is put there while the new run compiles; what
+    runs and common.evaluate write there does not stop --overwrite. Fails with only the top level checked, or with
+    no second check in start_run."""
+    written = {
+        "eval/evaluate_00000004_20261127-101500.csv": "x",
+        "eval/risk_00000004_20261127-101500.csv": "x",
+        "eval/SixteenRooms_update_00000004.gif": "x",
+        "images/levels_update_00000004.png": "x",
+        "checkpoints/archive/update_00000004.msgpack": "x",
+        "checkpoints/.update_00000006.msgpack.tmp-123": "x",
+        "wandb/run-1/files/output.log": "x",
+    }
+    own = ["eval/my_analysis.ipynb", "checkpoints/notes.txt", "images/hand_drawn.png", "checkpoints/archive/best.pt"]
+    for index, relative in enumerate(own):
+        run = copy_of(finished_run, tmp_path, f"run{index}")
+        for path, text in {**written, relative: "mine"}.items():
+            (run / path).parent.mkdir(parents=True, exist_ok=True)
+            (run / path).write_text(text)
+        before = snapshot(run)
+        with pytest.raises(ConfigError) as raised:
+            runs.open_run_folder(tiny(tmp_path, run_name=f"run{index}", overwrite=True), "algos/dr.py")
+        assert (
+            str(raised.value)
+            == f"{run} holds what no run writes ({relative}); refusing to delete it: move those away first"
+        )
+        assert snapshot(run) == before
+        (run / relative).unlink()
+        config = tiny(tmp_path, run_name=f"run{index}", overwrite=True)
+        folder = runs.open_run_folder(config, "algos/dr.py")
+        (run / relative).write_text("put there while the new run compiled")
+        with pytest.raises(ConfigError, match=re.escape(f"({relative}); refusing to delete it")):
+            runs.start_run(folder.path, config, "algos/dr.py")
+        (run / relative).unlink()
+        runs.start_run(folder.path, config, "algos/dr.py")
+        os.close(folder.lock)
+        assert sorted(entry.name for entry in run.iterdir()) == [runs.MARKER, "config.json"]
 
 
 @pytest.mark.slow
@@ -436,7 +520,24 @@ BAD_VALUES = [
     ("max_grad_norm", 0.0, "--max-grad-norm must be positive"),
     ("eval_episodes", 0, "--eval-episodes must be at least 1, got 0"),
     ("total_env_steps", 0, "--total-env-steps must be at least 1, got 0"),
+    ("lr", 1e39, "--lr must be 0 or 1.18e-38 to 3.4e+38 in size (a float32 when compiled), got 1e+39"),
+    ("lr", 1e-50, "--lr must be 0 or 1.18e-38 to 3.4e+38 in size (a float32 when compiled), got 1e-50"),
+    ("log_interval", 2**31, "--log-interval must be at most 2147483647 (a 32-bit integer when compiled), got"),
+    ("num_envs", 2**40, "--num-envs must be at most 2147483647"),
 ]
+
+
+def test_values_the_compiled_program_cannot_hold_are_refused_and_host_side_bounds_are_not_narrowed(tmp_path):
+    """A float that float32 makes infinite or zero, or an int past int32, is refused with the flags (the fault trial:
+    --lr 1e39 compiled and stopped as non-finite, --lr 1e-50 trained with a learning rate of 0, and 2**31 updates a
+    chunk raised an OverflowError after the folder was made), a swept value too; a bound the field sets itself
+    (--seed, to 2**32 - 1) and a host-side count (--total-env-steps) keep their range, and 0 stays allowed.
+    Fails with the width check dropped, or applied over a field's own bound."""
+    config = with_flags(dr.Config(), **TINY, seed=2**32 - 1, total_env_steps=5 * 10**9, ent_coef=0.0)
+    assert (config.run.seed, config.run.total_env_steps) == (2**32 - 1, 5 * 10**9)
+    swept = cli(*TINY_FLAGS, "--runs-dir", str(tmp_path), "--sweep", "lr=1e-4,1e39")
+    one_line_error(swept, "--sweep point 1 (lr=1e+39): --lr must be 0 or 1.18e-38 to 3.4e+38 in size")
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize(
@@ -732,9 +833,11 @@ def start(tmp_path: Path, name: str) -> subprocess.Popen:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=lambda stop: stop.name)
-def test_a_signal_right_after_config_json_leaves_a_resumable_folder(tmp_path, stop, capsys):
+def test_a_signal_right_after_the_folder_is_made_leaves_a_resumable_folder(tmp_path, stop, capsys):
+    """A stop once the new folder holds its marker, before the chunk's compile: the compile is skipped, config.json
+    written and the update-0 state saved, so --resume continues."""
     process = start(tmp_path, "early")
-    while not (tmp_path / "early" / "config.json").exists() and process.poll() is None:
+    while not (tmp_path / "early" / runs.MARKER).exists() and process.poll() is None:
         time.sleep(0.005)
     process.send_signal(stop)
     _, stderr = process.communicate(timeout=300)
@@ -843,6 +946,24 @@ def test_an_archive_cut_off_by_a_kill_is_written_on_resume(tmp_path):
     archive.unlink()
     run_script(dr, tiny(tmp_path, run_name="cut", resume=True, total_updates=6, archive_interval=4))
     assert archive.read_bytes() == kept
+
+
+def test_a_resume_refused_for_another_experiments_checkpoint_writes_nothing(tmp_path, finished_run):
+    """A checkpoint of another --lr as the newest: the resume is refused, and writes nothing first (the fault trial:
+    the due archives, the foreign checkpoint among them, were copied into checkpoints/archive/ before the refusal).
+    Fails with the archives repaired before the checkpoint's config is checked."""
+    run = copy_of(finished_run, tmp_path, "mixed")
+    payload = checkpoint.read_payload(run / "checkpoints" / "update_00000004.msgpack")
+    config = {**json.loads(payload["config"]), "lr": 0.5}
+    foreign = serialization.msgpack_serialize({**payload, "update": 6, "config": json.dumps(config, sort_keys=True)})
+    checkpoint.write_atomic(
+        run / "checkpoints" / "update_00000006.msgpack",
+        checkpoint.MAGIC + hashlib.sha256(foreign).hexdigest().encode() + b"\n" + foreign,
+    )
+    before = snapshot(run)
+    with pytest.raises(ConfigError, match="a checkpoint saved with another config: the config differs in --lr"):
+        run_script(dr, tiny(tmp_path, run_name="mixed", resume=True, total_updates=8, archive_interval=2))
+    assert snapshot(run) == before
 
 
 def test_only_process_0_repairs_archives_on_resume(tmp_path, monkeypatch):

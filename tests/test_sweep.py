@@ -17,7 +17,7 @@ import pytest
 
 from algos import dr
 from common import devices, sweep
-from common.config import flags_of, parse_command_line, with_flags
+from common.config import check_resumable, flags_of, parse_command_line, with_flags
 from common.errors import ConfigError, DoesNotFit
 from common.runs import RunLog, WandbLogger
 from tests.states import assert_states_close, newest_state, run_script
@@ -148,6 +148,27 @@ def test_the_memory_check_counts_points_times_seeds(tmp_path, monkeypatch):
     with pytest.raises(DoesNotFit, match="the training state alone takes .* of this test's host"):
         run_script(module, config)
     assert not (tmp_path / "wide").exists()
+
+
+def test_a_resume_given_its_sweep_again_reads_it_as_saved_and_another_sweep_is_refused(tmp_path):
+    """The command that started a sweep, with --resume added, resumes it: --sweep's values used to be appended to the
+    saved ones, so each name came twice and the resume was refused. Another --sweep is refused, naming it; a
+    --no-overwrite after --overwrite is no --overwrite. Fails with the saved lists kept under the given ones."""
+    saved = with_flags(dr.Config(), **TINY, runs_dir=str(tmp_path), run_name="swept", sweep=("lr=1e-4,3e-4",))
+    (tmp_path / "swept").mkdir()
+    (tmp_path / "swept" / "config.json").write_text(json.dumps({"script": "algos/dr.py", "config": flags_of(saved)}))
+    base = ["--runs-dir", str(tmp_path), "--run-name", "swept", "--resume"]
+    again = parse_command_line(dr.Config, "", [*base, "--sweep", "lr=1e-4,3e-4"], "algos/dr.py")
+    assert again.run.sweep == ("lr=1e-4,3e-4",)
+    check_resumable(flags_of(saved), again, "swept")
+    assert parse_command_line(dr.Config, "", base, "algos/dr.py").run.sweep == ("lr=1e-4,3e-4",)
+    other = parse_command_line(dr.Config, "", [*base, "--sweep", "lr=1e-3"], "algos/dr.py")
+    with pytest.raises(
+        ConfigError, match=r"the config differs in --sweep: saved \['lr=1e-4,3e-4'\], now \['lr=1e-3'\]"
+    ):
+        check_resumable(flags_of(saved), other, "swept")
+    undone = parse_command_line(dr.Config, "", [*base, "--overwrite", "--no-overwrite"], "algos/dr.py")
+    assert undone.run.resume and not undone.run.overwrite
 
 
 @pytest.mark.slow

@@ -60,7 +60,7 @@ from common.config import (  # noqa: E402
 from common.errors import ConfigError  # noqa: E402
 from common.evaluate import load_run  # noqa: E402
 from common.init_from import NPZ_PREFIX, flat_names  # noqa: E402
-from common.runs import one_line_errors, open_run_folder  # noqa: E402
+from common.runs import one_line_errors, open_run_folder, start_run  # noqa: E402
 from common.sweep import run_functions  # noqa: E402
 
 
@@ -286,6 +286,7 @@ def fork(args: Fork) -> Path:
         state = state.replace(train_state=state.train_state.replace(opt_state=new_run.train_state.opt_state))
     folder = open_run_folder(config, script)
     try:
+        start_run(folder.path, config, script)
         saved = Checkpoints(folder.path, config.run.keep_checkpoints, config.run.archive_interval, flags_of(config))
         saved.save(state, args.update)
         rows = 0

@@ -376,8 +376,13 @@ def read_saved_config(run_dir: Path, resuming: bool = False) -> dict:
     path = run_dir / "config.json"
     if not path.is_file():
         # The run-folder marker (common.runs.MARKER) says nothing to the reader.
-        entries = run_dir.iterdir() if run_dir.is_dir() else []
-        held = sorted(entry.name for entry in entries if entry.name != ".cleanued-run")
+        entries = sorted(entry.name for entry in run_dir.iterdir()) if run_dir.is_dir() else []
+        held = [name for name in entries if name != ".cleanued-run"]
+        if entries == [".cleanued-run"] and resuming:  # a new run stopped or killed while it compiled
+            raise ConfigError(
+                f"cannot resume {run_dir}: its run never wrote anything (it was stopped while it compiled); start it "
+                "again without --resume"
+            )
         if held and resuming:  # what a kill during --overwrite or a deleted config.json leaves: the one way out
             shown = ", ".join(held[:5]) + (", ..." if len(held) > 5 else "")
             raise ConfigError(
@@ -424,6 +429,18 @@ def absent_folder_problem(folder: Path) -> str | None:
     if folder.parent.is_dir():
         return f"it does not exist (there is no {folder.name!r} in {folder.parent})"
     return f"it does not exist, nor does {folder.parent}"
+
+
+def out_path_problem(path: Path) -> tuple[str, bool]:
+    """(problem, whether something is at `path`) for an output path given by a flag: ('', False) when it is free;
+    a name the file system cannot take, or a folder one may not look into, is the problem."""
+    problem = name_length_problem(path)
+    if problem:
+        return problem, False
+    try:
+        return "", path.exists() or path.is_symlink()
+    except OSError as error:
+        return f"cannot look at it ({error.strerror or error})", False
 
 
 def read_config_to_resume(run_dir: Path) -> dict:

@@ -39,6 +39,7 @@ from common.runs import (
     StopSignal,
     chunk_rows,
     compile_timed,
+    holds_a_run,
     one_line_errors,
     open_run_folder,
     read_log,
@@ -129,7 +130,6 @@ def train(
             for warning in previous_log.warnings:
                 print(f"warning: {warning}", file=sys.stderr)
             sweep_temporary_files(run_dir)  # this process holds the lock: no other write can be under way
-            record_config(run_dir, config, script)
         print(f"resumed {run_dir} at update {update}", file=sys.stderr)
     else:
         runner, update = None, 0  # made once its programs are known to fit: the state may be most of the memory
@@ -150,11 +150,22 @@ def train(
                 evaluate = compile_timed("evaluation", placement.jit(functions.evaluate), runner_shapes)
                 check_compiled_fits("evaluation", evaluate, placement)
                 eval_keys = list(evaluate.out_info)
-        if writer and not settings.resume:  # only now that the run can train: --overwrite deletes the old run here
-            start_run(run_dir, config, script)
-        if stopped_before_compiling:
-            if not settings.resume:
-                placement.save(checkpoints, placement.place(make_state(rngs)), update)
+        # Nothing of this start is written yet: a stop asked for by now leaves a resumed run, or the old run of an
+        # --overwrite, as it was.
+        keeps_folder = settings.resume or (settings.overwrite and writer and holds_a_run(run_dir))
+        if placement.agree(bool(stop_signal.requested) and keeps_folder):
+            stop_signal.stopped_run = True
+            if writer:
+                reason = f"stopped by {stop_signal.requested or 'process 0'}"
+                print(f"{reason} before anything was written; {run_dir} is as it was", file=sys.stderr)
+            return run_dir
+        if writer:  # only now that the run can train: --overwrite deletes the old run here
+            if settings.resume:
+                record_config(run_dir, config, script)
+            else:
+                start_run(run_dir, config, script)
+        if stopped_before_compiling:  # a new run: its update-0 state, so --resume continues
+            placement.save(checkpoints, placement.place(make_state(rngs)), update)
             stop_signal.stopped_run = True
             if writer:
                 reason = f"stopped by {stop_signal.requested or 'process 0'}"

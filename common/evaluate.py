@@ -51,6 +51,7 @@ from common.config import (  # noqa: E402
     absent_folder_problem,
     config_differences,
     config_from_saved,
+    out_path_problem,
     raise_first,
     range_problems,
     read_saved_config,
@@ -117,7 +118,10 @@ class Args:
             raise ConfigError(f"--risk-walls ({self.risk_walls}) must leave two cells free for the agent and goal")
         if not self.mazes and not self.risk:
             raise ConfigError("nothing to evaluate: give --mazes, --risk or both")
-        if self.out is not None and (self.out.exists() or self.out.is_symlink()):
+        problem, taken = out_path_problem(self.out) if self.out is not None else ("", False)
+        if problem:
+            raise ConfigError(f"--out {self.out}: {problem}")
+        if taken:
             kind = "a folder" if self.out.is_dir() else "there"
             raise ConfigError(f"--out {self.out} is {kind} already; give a new file path (nothing is overwritten)")
         for name in self.mazes:

@@ -68,6 +68,7 @@ from common.config import (  # noqa: E402
     Range,
     absent_folder_problem,
     flag,
+    out_path_problem,
     raise_first,
     range_problems,
     read_saved_config,
@@ -152,7 +153,10 @@ class Args:
             parse_label(text)
         if not self.runs and not self.label:
             raise ConfigError("give at least one run folder")
-        if self.out.exists() and not self.out.is_dir():
+        problem, taken = out_path_problem(self.out)
+        if problem:
+            raise ConfigError(f"--out {self.out}: {problem}")
+        if taken and not self.out.is_dir():
             raise ConfigError(f"--out {self.out} is a file; give a folder for the report")
 
 

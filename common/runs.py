@@ -140,7 +140,7 @@ def open_run_folder(config, script: str) -> RunFolder:
                 f"cannot resume {run_dir}: it has no checkpoint yet (it holds {held}); --overwrite starts it over"
             )
         return RunFolder(run_dir, lock)
-    if run_dir.is_dir() and any(run_dir.iterdir()):
+    if run_dir.is_dir() and any(run_dir.iterdir()) and (holds_a_run(run_dir) or not is_run_folder(run_dir)):
         if not run.overwrite:
             choices = "pass --resume to continue it, --overwrite to start over, or another --run-name"
             raise ConfigError(f"{run_dir} already exists: {choices}")
@@ -160,7 +160,7 @@ def open_run_folder(config, script: str) -> RunFolder:
         raise ConfigError(f"could not create {run_dir} ({error.strerror or error})") from None
     lock = lock_run_folder(run_dir)
     try:
-        if not run.overwrite and any(run_dir.iterdir()):
+        if not run.overwrite and holds_a_run(run_dir):
             raise ConfigError(f"{run_dir} was started by another process at the same time; choose another --run-name")
         if not is_run_folder(run_dir):
             write_marker(run_dir)
@@ -203,13 +203,18 @@ def refuse_foreign_entries(run_dir: Path) -> None:
         raise ConfigError(f"{run_dir} holds what no run writes ({shown}); refusing to delete it: move those away first")
 
 
+def holds_a_run(run_dir: Path) -> bool:
+    """Whether a run folder holds more than its marker: a run's files, not only a start that never wrote (one
+    stopped or killed while it compiled)."""
+    return any(entry.name != MARKER for entry in run_dir.iterdir())
+
+
 def remove_unstarted(folder: RunFolder) -> None:
-    """Remove a new run's folder that `start_run` never wrote to (a start refused or failed before it), and the
-    folders above it that opening it made: it holds only its marker, so nothing saved is lost. A folder that holds
-    anything else is left as it is."""
-    if [entry.name for entry in folder.path.iterdir()] == [MARKER]:
-        (folder.path / MARKER).unlink()
-        remove_empty_folders([folder.path, *(made for made in folder.created if made != folder.path)])
+    """Undo a new run's start that never wrote (`start_run`: refused or failed before it): the marker goes, and the
+    folders that opening the run folder made. A folder that holds anything else, or that was there before, stays."""
+    if not holds_a_run(folder.path):
+        (folder.path / MARKER).unlink(missing_ok=True)
+        remove_empty_folders(list(folder.created))
 
 
 def remove_empty_folders(folders: list[Path]) -> None:

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax.training.train_state import TrainState
 
-from common.config import _groups, flag, with_flags
+from common.config import Range, _groups, compiled_width_problem, flag, with_flags
 from common.errors import ConfigError
 
 NOT_SWEPT_GROUPS = ("run",)
@@ -60,9 +60,11 @@ def parse_sweep(specs: tuple[str, ...], zipped: bool) -> Sweep | None:
             values = [float(value) for value in text.split(",")]
         except ValueError:
             raise ConfigError(f"--sweep {spec!r}: every value must be a number") from None
-        with np.errstate(over="ignore"):  # a value past float32's range is refused by its point's range check
-            as_float32 = np.float32(values).tolist()
-        if len(set(as_float32)) < len(values):  # the program holds each value as a float32
+        for value in values:
+            too_wide, message = compiled_width_problem(name, value, Range())
+            if too_wide:
+                raise ConfigError(f"--sweep {spec!r}: {message}")
+        if len(set(np.float32(values).tolist())) < len(values):  # the program holds each value as a float32
             raise ConfigError(f"--sweep {spec!r}: a value twice (as a float32) would train one point twice")
         names.append(name)
         lists.append(values)

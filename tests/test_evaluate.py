@@ -127,6 +127,11 @@ def test_an_out_path_that_exists_is_refused_before_anything_loads(tmp_path, zero
         assert result.returncode == 2 and len(lines) == 1, result.stderr
         assert lines[0] == f"error: --out {out} is {kind} already; give a new file path (nothing is overwritten)"
         assert (out.read_bytes() if out.is_file() else None) == before and "evaluating" not in result.stdout
+    too_long = tmp_path / ("a" * 300 + ".csv")  # Path.exists raised OSError: a traceback
+    result = command_in_process("-m", "common.evaluate", "--run-dir", str(run_dir), "--out", str(too_long))
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: --out {too_long}: it has a 304-byte name"), lines[0]
 
 
 @pytest.mark.parametrize(

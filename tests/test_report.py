@@ -235,6 +235,9 @@ def test_an_out_that_is_a_file_is_refused_before_anything_is_read(tmp_path):
         Args(runs=("runs/a",), out=out)
     assert str(raised.value) == f"--out {out} is a file; give a folder for the report"
     assert out.read_text() == "mine"
+    too_long = tmp_path / ("a" * 300)  # Path.exists raised OSError: a traceback
+    with pytest.raises(ConfigError, match=r"it has a 300-byte name, 'aaaaaaaaaaaaaaaaaaaa'\.\.\.: file systems take"):
+        Args(runs=("runs/a",), out=too_long)
 
 
 @pytest.mark.slow

@@ -339,6 +339,10 @@ def test_a_start_refused_once_compiled_keeps_the_old_run_and_leaves_no_new_folde
     with pytest.raises(DoesNotFit):
         run_script(dr, tiny(tmp_path, run_name="old", overwrite=True))
     assert snapshot(run) == before
+    (tmp_path / "mine").mkdir()  # made by the user beforehand: it stays
+    with pytest.raises(DoesNotFit):
+        run_script(dr, tiny(tmp_path, run_name="mine"))
+    assert list((tmp_path / "mine").iterdir()) == []
     with pytest.raises(DoesNotFit):
         run_script(dr, tiny(tmp_path, run_name="swept", sweep=("lr=1e-4,3e-4",)))
     assert not (tmp_path / "swept").exists()
@@ -353,6 +357,45 @@ def test_a_start_refused_once_compiled_keeps_the_old_run_and_leaves_no_new_folde
     with pytest.raises(OverflowError):
         run_script(dr, tiny(tmp_path, run_name="old", overwrite=True))
     assert snapshot(run) == before
+
+
+def test_a_stop_during_the_compile_leaves_an_old_run_or_a_resumed_one_as_it_was(tmp_path, finished_run, monkeypatch):
+    """Ctrl+C while an --overwrite start or a resume compiles: nothing of it is written yet, so the old run (the review
+    saw its archives replaced by an update-0 checkpoint) or the resumed run's config.json stays as it was. A new
+    run stopped so still saves its update-0 state, so --resume continues it. Fails with the stop checked after the
+    first write."""
+    real_compile = driver.compile_timed
+
+    def stopped_while_compiling(*args):
+        os.kill(os.getpid(), signal.SIGINT)  # caught by the run's StopSignal, as a Ctrl+C is
+        return real_compile(*args)
+
+    monkeypatch.setattr(driver, "compile_timed", stopped_while_compiling)
+    run = copy_of(finished_run, tmp_path, "old")
+    before = snapshot(run)
+    run_script(dr, tiny(tmp_path, run_name="old", overwrite=True))
+    assert snapshot(run) == before
+    run_script(dr, tiny(tmp_path, run_name="old", resume=True, total_updates=8, checkpoint_interval=4))
+    assert snapshot(run) == before
+    new = run_script(dr, tiny(tmp_path, run_name="new"))
+    assert [path.name for path in checkpoint.list_checkpoints(new / "checkpoints")] == ["update_00000000.msgpack"]
+    assert (new / "config.json").is_file()
+
+
+def test_a_folder_whose_run_never_wrote_is_started_again_without_overwrite(tmp_path):
+    """kill -9 while a new run compiled leaves its folder with only the marker (nothing saved): a plain start takes
+    it, and --resume says so instead of calling it no run folder. Fails with the marker-only folder taken as a run."""
+    run = tmp_path / "killed"
+    run.mkdir()
+    (run / runs.MARKER).write_bytes(runs.MARKER_TEXT)
+    with pytest.raises(ConfigError) as raised:
+        parse_command_line(dr.Config, "", ["--resume", "--runs-dir", str(tmp_path), "--run-name", "killed"])
+    assert str(raised.value) == (
+        f"cannot resume {run}: its run never wrote anything (it was stopped while it compiled); start it again "
+        "without --resume"
+    )
+    run_script(dr, tiny(tmp_path, run_name="killed", total_updates=2))
+    assert checkpoint.list_checkpoints(run / "checkpoints")[-1].name == "update_00000002.msgpack"
 
 
 def test_overwrite_refuses_a_file_of_ones_own_anywhere_in_the_run_folder(tmp_path, finished_run):
@@ -535,8 +578,9 @@ def test_values_the_compiled_program_cannot_hold_are_refused_and_host_side_bound
     Fails with the width check dropped, or applied over a field's own bound."""
     config = with_flags(dr.Config(), **TINY, seed=2**32 - 1, total_env_steps=5 * 10**9, ent_coef=0.0)
     assert (config.run.seed, config.run.total_env_steps) == (2**32 - 1, 5 * 10**9)
-    swept = cli(*TINY_FLAGS, "--runs-dir", str(tmp_path), "--sweep", "lr=1e-4,1e39")
-    one_line_error(swept, "--sweep point 1 (lr=1e+39): --lr must be 0 or 1.18e-38 to 3.4e+38 in size")
+    for values in ("1e-4,1e39", "1e39,2e39", "1e-50,2e-50"):  # two that float32 makes equal: the width is named
+        swept = cli(*TINY_FLAGS, "--runs-dir", str(tmp_path), "--sweep", f"lr={values}")
+        one_line_error(swept, f"--sweep 'lr={values}': --lr must be 0 or 1.18e-38 to 3.4e+38 in size")
     assert list(tmp_path.iterdir()) == []
 
 

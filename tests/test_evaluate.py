@@ -7,6 +7,7 @@ import csv
 import json
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import jax
@@ -108,6 +109,27 @@ def test_another_experiments_checkpoint_is_refused_before_it_is_evaluated(tmp_pa
         f"{config.ppo.lr!r}, now 0.5; give one of this run's checkpoints"
     )
     assert not (run_dir / "eval").exists()
+
+
+def test_the_csv_counts_an_episode_solved_when_its_return_is_positive(tmp_path, zero_run, monkeypatch):
+    """Each seed's solve rate is the share of its episodes with a positive return and its return their mean: episodes
+    played with known returns (one of 0, a failure) give 0.5 and 0.35 for every seed. Fails with `>= 0` (every
+    episode solved) or another statistic (the mutation trial's survivor of main)."""
+    run_dir = zero_run[2](tmp_path / "run", (2,))
+    played = jnp.array([0.0, 0.5, 0.0, 0.9])
+
+    def known_returns(rng, apply, params, carry, maze, env_params, num_episodes, unroll):
+        return types.SimpleNamespace(returns=played)
+
+    monkeypatch.setattr(common.evaluate, "evaluate_policy", known_returns)
+    out = tmp_path / "known.csv"
+    common.evaluate.main(Args(run_dir=run_dir, mazes=("SixteenRooms",), episodes=4, out=out))
+    with open(out) as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(row["seed"], float(row["solve_rate"]), float(row["return"])) for row in rows] == [
+        ("0", 0.5, pytest.approx(0.35)),
+        ("1", 0.5, pytest.approx(0.35)),
+    ]
 
 
 def test_an_out_path_that_exists_is_refused_before_anything_loads(tmp_path, zero_run):

@@ -94,8 +94,24 @@ def test_statistics_are_what_they_say_on_a_hand_made_level():
         "agent_cell": 0,
         "goal_cell": 2,
     }
+    diagonal = {**levels, "goal_pos": np.array([[2, 2]])}  # apart in x and y: |dx| + |dy|, not the larger
+    measured = comparison.level_statistics(diagonal)
+    assert (int(measured["agent_goal_distance"][0]), int(measured["shortest_path"][0])) == (4, 4)
     levels["walls"] = np.array([[[0, 1, 0], [0, 1, 0], [0, 1, 0]]], bool)
     assert comparison.level_statistics(levels)["solvable"][0] == 0
+
+
+def test_compare_flags_at_the_family_level_over_the_tests_and_averages_paths_over_solvable_levels(monkeypatch):
+    """A p of 0.005 is flagged when it is the only test and not among seven (Bonferroni at FAMILY_ALPHA 0.01); the
+    shortest path's means leave out unsolvable levels (-1). Fails with the division by the tests dropped or the -1
+    kept (the mutation trial's survivors of compare)."""
+    monkeypatch.setattr(comparison, "homogeneity_p", lambda a, b: 0.005)
+    side = {name: np.array([1, 2, 3]) for name in comparison.STATISTICS}
+    cleanued = {**side, "shortest_path": np.array([4, -1, 6, -1])}
+    assert all(row["flagged"] for row in comparison.compare(cleanued, side, tests=1))
+    rows = {row["statistic"]: row for row in comparison.compare(cleanued, side, tests=7)}
+    assert not any(row["flagged"] for row in rows.values())
+    assert rows["shortest_path"]["cleanued_mean"] == 5.0
 
 
 def test_homogeneity_pools_rare_values_and_needs_two_bins():

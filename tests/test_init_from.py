@@ -82,6 +82,10 @@ def test_one_seeds_npz_starts_every_seed_and_a_stack_starts_each_its_own(trained
     runner = initial_runner(dr, config_of(dr, tmp_path, init_from=str(one_seed)))
     expected = jax.tree.map(lambda leaf: np.stack([leaf[1], leaf[1]]), source.train_state.params)
     assert_trees_equal(runner.train_state.params, expected)
+    one_stacked = tmp_path / "one_stacked.npz"  # a 1-seed run's stack: a leading axis of 1 starts every seed too
+    np.savez(one_stacked, **{key: value[1:2] for key, value in flat.items()})
+    runner = initial_runner(dr, config_of(dr, tmp_path, init_from=str(one_stacked)))
+    assert_trees_equal(runner.train_state.params, expected)
     stacked = tmp_path / "stacked.npz"
     np.savez(stacked, **flat)
     runner = initial_runner(dr, config_of(dr, tmp_path, init_from=str(stacked)))
@@ -167,6 +171,14 @@ def test_unreadable_files_bad_values_and_a_sweeps_checkpoint_are_refused_in_one_
         np.savez(tmp_path / f"{name}.npz", **{**flat, first: value})
         line = refusal(["algos/dr.py", *tiny_flags(), "--init-from", str(tmp_path / f"{name}.npz")], tmp_path)
         assert line.endswith(f"{first} {says}"), line
+    np.savez(tmp_path / "extra.npz", **flat, **{"params/Extra/kernel": np.zeros(3)})
+    line = refusal(["algos/dr.py", *tiny_flags(), "--init-from", str(tmp_path / "extra.npz")], tmp_path)
+    assert line.endswith("another network's (params/Extra/kernel is not in this config's network)"), line
+    np.savez(tmp_path / "none.npz", n_updates=np.array(3))
+    line = refusal(["algos/dr.py", *tiny_flags(), "--init-from", str(tmp_path / "none.npz")], tmp_path)
+    assert line.endswith("the .npz has no params/... arrays"), line
+    line = refusal(["algos/paired.py", *tiny_flags(), "--init-from", str(good)], tmp_path)
+    assert "an .npz holds one network and this script has 2 (students, teacher)" in line, line
     swept = flags_of(with_flags(config, num_seeds=1, sweep=("lr=1e-4,3e-4",)))
     sweeps = checkpoint.save(tmp_path / "sweep.msgpack", source, 4, swept)
     line = refusal(["algos/dr.py", *tiny_flags(), "--init-from", str(sweeps)], tmp_path)

@@ -226,6 +226,32 @@ def test_trim_must_leave_scores_for_the_iqm(tmp_path, trim):
         Args(runs=("runs/a",), out=tmp_path, trim=trim)
 
 
+def test_the_aggregate_rows_follow_the_flags_and_the_stratified_percentile_bootstrap(tmp_path):
+    """The mean and IQM rows over mazes: the IQM trims --trim, each interval is scipy's percentile bootstrap at
+    --confidence from --seed, resampling each maze's seeds on their own, a maze without spread still leaves the
+    others' spread, and n_seeds is the fewest seeds of any maze. Fails with --trim, --confidence or --seed ignored,
+    another bootstrap method, a constant maze collapsing the interval, or the most seeds counted (the mutation
+    trial's survivors of summarize and interval)."""
+    rng = np.random.default_rng(3)
+    per_maze = [rng.uniform(size=6), rng.uniform(size=5), np.full(6, 0.5)]
+    method = report_module.Method(name="m", evaluated_at={Path("a"): 100})
+    method.solve_rates.update({maze: list(values) for maze, values in zip("ABC", per_maze, strict=True)})
+    args = Args(runs=("a",), out=tmp_path, trim=0.1, confidence=0.5, seed=7, resamples=500)
+    rows = {row["maze"]: row for row in summarize([method], args)}
+    statistics = (report_module.mean_of, report_module.iqm_of(0.1))
+    for name, statistic in zip(report_module.AGGREGATES, statistics, strict=True):
+        expected = stats.bootstrap(
+            tuple(per_maze), statistic, n_resamples=500, confidence_level=0.5, method="percentile",
+            vectorized=True, paired=False, rng=np.random.default_rng(7),
+        ).confidence_interval  # fmt: skip
+        row = rows[name]
+        assert (row["ci_low"], row["ci_high"]) == (float(expected.low), float(expected.high)), name
+        assert row["ci_low"] < row["ci_high"] and row["n_seeds"] == 5, name
+    pooled = np.concatenate(per_maze)
+    assert rows[report_module.AGGREGATES[0]]["mean"] == pytest.approx(pooled.mean())
+    assert rows[report_module.AGGREGATES[1]]["mean"] == pytest.approx(stats.trim_mean(pooled, 0.1))
+
+
 def test_an_out_that_is_a_file_is_refused_before_anything_is_read(tmp_path):
     """--out names the report's folder: a file there is refused in one line (it used to end in a FileExistsError
     traceback after every run was read), and is left as it was."""

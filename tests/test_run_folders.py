@@ -359,6 +359,34 @@ def test_a_start_refused_once_compiled_keeps_the_old_run_and_leaves_no_new_folde
     assert snapshot(run) == before
 
 
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("3", "saved config does not fit algos.dr.Config"), (True, "--num-seeds must be at least 1, got True")],
+)
+def test_a_config_json_edited_to_a_wrong_type_is_one_line(tmp_path, finished_run, value, message):
+    """A hand-edited config.json with text or a boolean where a number belongs: one line at --resume, not a
+    traceback from the compile (the mutation trial's survivors of config_from_saved and range_problems)."""
+    run = copy_of(finished_run, tmp_path, "edited")
+    saved = json.loads((run / "config.json").read_text())
+    saved["config"]["num_seeds"] = value
+    (run / "config.json").write_text(json.dumps(saved))
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        parse_command_line(dr.Config, "", ["--resume", "--runs-dir", str(tmp_path), "--run-name", "edited"])
+
+
+def test_a_marker_that_is_a_link_proves_nothing(tmp_path, finished_run):
+    """A `.cleanued-run` that links to a real marker elsewhere does not make a folder a run folder: --overwrite is
+    refused and the folder left as it was. Fails with the link check dropped from is_run_folder."""
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "data.txt").write_text("someone's")
+    (other / runs.MARKER).symlink_to(finished_run / runs.MARKER)
+    before = snapshot(other)
+    with pytest.raises(ConfigError, match="was not made by a cleanued run"):
+        runs.open_run_folder(tiny(tmp_path, run_name="other", overwrite=True), "algos/dr.py")
+    assert snapshot(other) == before
+
+
 def test_a_stop_during_the_compile_leaves_an_old_run_or_a_resumed_one_as_it_was(tmp_path, finished_run, monkeypatch):
     """Ctrl+C while an --overwrite start or a resume compiles: nothing of it is written yet, so the old run (the review
     saw its archives replaced by an update-0 checkpoint) or the resumed run's config.json stays as it was. A new
@@ -412,7 +440,13 @@ def test_overwrite_refuses_a_file_of_ones_own_anywhere_in_the_run_folder(tmp_pat
         "checkpoints/.update_00000006.msgpack.tmp-123": "x",
         "wandb/run-1/files/output.log": "x",
     }
-    own = ["eval/my_analysis.ipynb", "checkpoints/notes.txt", "images/hand_drawn.png", "checkpoints/archive/best.pt"]
+    own = [
+        "eval/my_analysis.ipynb",
+        "checkpoints/notes.txt",
+        "images/hand_drawn.png",
+        "checkpoints/archive/best.pt",
+        "eval/draft.tmp-1",  # like write_atomic's temporaries but without the leading dot: someone's file
+    ]
     for index, relative in enumerate(own):
         run = copy_of(finished_run, tmp_path, f"run{index}")
         for path, text in {**written, relative: "mine"}.items():

@@ -167,6 +167,9 @@ def test_a_resume_given_its_sweep_again_reads_it_as_saved_and_another_sweep_is_r
         ConfigError, match=r"the config differs in --sweep: saved \['lr=1e-4,3e-4'\], now \['lr=1e-3'\]"
     ):
         check_resumable(flags_of(saved), other, "swept")
+    zipped = parse_command_line(dr.Config, "", [*base, "--sweep-zip"], "algos/dr.py")
+    with pytest.raises(ConfigError, match="the config differs in --sweep-zip: saved False, now True"):
+        check_resumable(flags_of(saved), zipped, "swept")  # pairing the lists instead would be another grid
     undone = parse_command_line(dr.Config, "", [*base, "--overwrite", "--no-overwrite"], "algos/dr.py")
     assert undone.run.resume and not undone.run.overwrite
 

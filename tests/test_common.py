@@ -131,6 +131,12 @@ def test_csv_log_drops_rows_past_the_checkpoint_on_resume(tmp_path):
     resumed.write([{"seed": 0, "update": 30, "env_steps": 240, "a": 3.0, "b": float("nan")}])
     lines = path.read_text().splitlines()
     assert lines == ["seed,update,env_steps,a,b", "0,10,80,10,", "0,20,160,20,", "0,30,240,3,"]
+    # A resume that no longer logs `a` keeps its column (and earlier values) first; six significant digits.
+    again = CsvLog(path, ["seed", "update", "env_steps", "b"], read_log(path, resume_update=30))
+    again.write([{"seed": 0, "update": 40, "env_steps": 320, "b": 0.123456789}])
+    assert path.read_text().splitlines()[-2:] == ["0,30,240,3,", "0,40,320,,0.123457"]
+    (warning,) = read_log(path, resume_update=41).warnings  # even one update past the last row is a lost row
+    assert warning == f"{path} ends at update 40 but the checkpoint is at 41: those rows are lost"
 
 
 def test_resume_rules_list_every_differing_flag():

@@ -171,6 +171,24 @@ def test_risk_flags_are_one_line_errors_before_anything_loads(tmp_path, flags, f
     assert fragment in lines[0], lines[0]
 
 
+@pytest.mark.parametrize(
+    ("flags", "fragment"),
+    [(["--mazes"], "nothing to evaluate: give --mazes, --risk or both"), (["--mazes", "Nowhere"], "unknown maze")],
+)
+def test_what_to_evaluate_is_checked_before_anything_loads(tmp_path, flags, fragment):
+    result = command_in_process("-m", "common.evaluate", "--run-dir", str(tmp_path / "absent"), *flags)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: {fragment}"), result.stderr
+
+
+def test_the_risk_levels_are_as_many_as_asked_and_all_solvable():
+    """Dense walls leave many levels unsolvable, so one batch is not enough: more are drawn until `count` are
+    kept. Fails with the loop cut to one batch (the mutation trial's survivor of sample_solvable_levels)."""
+    levels = common.evaluate.sample_solvable_levels(jax.random.key(0), 40, 5, 12)
+    assert levels.wall_map.shape == (40, 5, 5)
+    assert bool(jnp.all(jax.vmap(common.evaluate.shortest_path_length)(levels) >= 0))
+
+
 def test_the_risk_evaluation_plays_and_records_its_own_configuration(tmp_path, zero_run, monkeypatch, capsys):
     config, _, make = zero_run
     run_dir = make(tmp_path / "run", (4,))

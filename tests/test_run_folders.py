@@ -374,6 +374,16 @@ def test_a_config_json_edited_to_a_wrong_type_is_one_line(tmp_path, finished_run
         parse_command_line(dr.Config, "", ["--resume", "--runs-dir", str(tmp_path), "--run-name", "edited"])
 
 
+def test_a_resume_refused_for_want_of_a_checkpoint_lets_go_of_the_folder(tmp_path, finished_run):
+    """The refusal releases the folder's lock: in a longer program (a notebook) the next start on it must not find it
+    held. Fails with the descriptor left open (the mutation trial's survivor of open_run_folder)."""
+    run = copy_of(finished_run, tmp_path, "bare")
+    shutil.rmtree(run / "checkpoints")
+    with pytest.raises(ConfigError, match="it has no checkpoint yet"):
+        runs.open_run_folder(tiny(tmp_path, run_name="bare", resume=True), "algos/dr.py")
+    os.close(runs.lock_run_folder(run))
+
+
 def test_a_marker_that_is_a_link_proves_nothing(tmp_path, finished_run):
     """A `.cleanued-run` that links to a real marker elsewhere does not make a folder a run folder: --overwrite is
     refused and the folder left as it was. Fails with the link check dropped from is_run_folder."""

@@ -12,7 +12,7 @@ import pytest
 
 from algos import dr, paired, sfl
 from common import checkpoint, runs
-from common.config import check_resumable, flags_of, with_flags
+from common.config import check_resumable, divisors, flags_of, with_flags
 from common.errors import ConfigError
 from common.evaluate import describe, mean_and_interval
 from common.runs import CsvLog, chunk_rows, compile_timed, read_log, stop_reason
@@ -137,6 +137,17 @@ def test_csv_log_drops_rows_past_the_checkpoint_on_resume(tmp_path):
     assert path.read_text().splitlines()[-2:] == ["0,30,240,3,", "0,40,320,,0.123457"]
     (warning,) = read_log(path, resume_update=41).warnings  # even one update past the last row is a lost row
     assert warning == f"{path} ends at update 40 but the checkpoint is at 41: those rows are lost"
+
+
+def test_divisors_of_a_square_come_once_and_flags_that_exclude_each_other_are_refused():
+    """A square's root is one divisor, not two (the refusal's list of --log-interval values said '10, 10'); --resume
+    with --overwrite and an even --agent-view-size are refused in code as on the command line (the mutation trial's
+    survivors of divisors and the Config checks)."""
+    assert list(divisors(100)) == [100, 50, 25, 20, 10, 5, 4, 2, 1]
+    with pytest.raises(ConfigError, match="--resume and --overwrite exclude each other"):
+        with_flags(dr.Config(), resume=True, overwrite=True)
+    with pytest.raises(ConfigError, match="--agent-view-size must be odd, got 4"):
+        with_flags(dr.Config(), agent_view_size=4)
 
 
 def test_resume_rules_list_every_differing_flag():

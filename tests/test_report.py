@@ -212,6 +212,27 @@ def test_a_score_that_is_not_a_rate_is_refused_naming_file_and_line(tmp_path, va
     assert not (tmp_path / "out").exists(), "nothing is written from bad input"
 
 
+def test_a_repeated_row_an_empty_risk_file_and_folders_on_other_mazes_are_refused(tmp_path):
+    """A seed's row twice in an evaluation, a risk CSV with a header and no row (a traceback under a mutation), and
+    two folders of one method evaluated on different mazes are each one line naming the file or folder (the
+    mutation trial's survivors of read_evaluation, read_risk and add_folder)."""
+    folder = run_folder(tmp_path, "a", "algos/dr.py", A)
+    (evaluation,) = (folder / "eval").glob("evaluate_*.csv")
+    lines = evaluation.read_text().splitlines()
+    evaluation.write_text("\n".join([*lines, lines[1]]) + "\n")
+    with pytest.raises(ConfigError, match=rf"line {len(lines) + 1}: maze 'SixteenRooms' seed 0 is empty or repeated"):
+        load_methods((str(folder),))
+    folder = run_folder(tmp_path, "b", "algos/dr.py", A)
+    risk = folder / "eval" / "risk_00000100_20260101-000000.csv"
+    risk.write_text(",".join(risk_rows(1)[0]) + "\n")
+    with pytest.raises(ConfigError, match=r"mixes risk evaluations of different configurations, or has no rows"):
+        load_methods((str(folder),))
+    first = run_folder(tmp_path, "c", "algos/dr.py", A)
+    other = run_folder(tmp_path, "d", "algos/dr.py", {"SixteenRooms": [0.5, 0.5, 0.5]})
+    with pytest.raises(ConfigError, match=f"{other} was evaluated on other mazes than the other dr folders"):
+        load_methods((str(first), str(other)))
+
+
 def test_a_risk_win_rate_that_is_not_a_rate_is_refused(tmp_path):
     folder = run_folder(tmp_path, "a", "algos/dr.py", A)
     rows = risk_rows(3)

@@ -28,6 +28,12 @@ def test_holm_adjustment_against_hand_computed_values():
     adjusted = tool.holm([0.01, 0.04, 0.03, 0.005, math.nan])
     np.testing.assert_allclose(adjusted[:4], [0.03, 0.06, 0.06, 0.02])
     assert math.isnan(adjusted[4])
+    assert tool.holm([0.6, 0.7]) == [1.0, 1.0], "an adjusted p is at most 1"
+
+
+def test_a_window_that_is_no_multiple_of_the_log_interval_is_refused(tmp_path):
+    with pytest.raises(tool.ConfigError, match=r"--window \(15\) must be a multiple of cleanued's log interval"):
+        tool.Args(out=tmp_path, window=15)
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -67,6 +67,7 @@ def test_two_seeds_a_side_get_no_spread_p():
     Mutation checked by hand: refusing only fewer than 2 seeds a side in spread_p fails this test."""
     assert spread_p([0.1, 0.2], [0.3, 0.5, 0.9]) is None
     assert spread_p([0.1, 0.2, 0.3], [0.3, 0.5]) is None
+    assert spread_p([0.5] * 3, [0.5] * 3) == 1.0, "no spread on either side: alike (Levene's test gives NaN)"
     two_against_three = row("quantity", {"cleanued": [0.1, 0.2], "minimax": [0.3, 0.5, 0.6]}, 200)
     assert two_against_three.startswith("| quantity | 2/3 |")
     assert two_against_three.endswith("| 0.20 | - |"), two_against_three  # exact: 2 of the C(5, 2) splits

@@ -170,6 +170,8 @@ def test_a_schedule_over_the_run_fixes_its_length_on_resume(module, schedule):
     assert started.schedule_spans_run
     with pytest.raises(ConfigError, match="--total-updates: saved 100, now 500"):
         check_resumable(flags_of(started), with_flags(started, total_updates=500), "run")
+    with pytest.raises(ConfigError, match="--total-student-updates: saved None, now 50"):
+        check_resumable(flags_of(started), with_flags(started, total_student_updates=50), "run")
     unscheduled = with_flags(started, **{"anneal_lr": False, **{name: False for name in schedule}})
     assert not unscheduled.schedule_spans_run
     check_resumable(flags_of(unscheduled), with_flags(unscheduled, total_updates=500), "run")

@@ -159,7 +159,8 @@ def test_unreadable_files_bad_values_and_a_sweeps_checkpoint_are_refused_in_one_
         (tmp_path / name).write_bytes(data)
     np.save(tmp_path / "bare.npy", np.zeros(3))
     (tmp_path / "bare.npy").rename(tmp_path / "bare.npz")
-    for name in ("empty.npz", "truncated.npz", "bare.npz"):
+    np.savez(tmp_path / "objects.npz", **{**flat, "params/Extra": np.array([{"a": 1}], dtype=object)})
+    for name in ("empty.npz", "truncated.npz", "bare.npz", "objects.npz"):
         line = refusal(["algos/dr.py", *tiny_flags(), "--init-from", str(tmp_path / name)], tmp_path)
         assert "cannot read it as an .npz" in line, line
     first = next(iter(flat))

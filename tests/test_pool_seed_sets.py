@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from benchmarks.learning.learning_vs_minimax_report import mann_whitney_p
-from benchmarks.learning.pool_seed_sets import row, spread_p
+from benchmarks.learning.pool_seed_sets import difference_interval, row, spread_p
 
 # One seed stuck low on the first side: skewed, so centring on the mean instead of the median changes the p a lot.
 STUCK_LOW = ([0.61, 0.70, 0.72, 0.75, 0.20], [0.66, 0.70, 0.71, 0.69, 0.73])
@@ -91,3 +91,17 @@ def test_mann_whitney_normal_approximation_with_ties():
         assert mann_whitney_p(a, b) == pytest.approx(normal_mann_whitney_by_hand(a, b), rel=1e-9)
     assert mann_whitney_p([0.4, 0.4], [0.4, 0.4, 0.4]) == 1.0
     assert mann_whitney_p([0.4], [0.1, 0.2]) is None
+
+
+def test_the_difference_of_the_means_and_its_interval_are_scipys_percentile_bootstrap():
+    """Each side resampled on its own, the statistic the difference of the means, a 95% percentile interval (the
+    mutation trial's survivors: a median inside the bootstrap, a 90% level)."""
+    rng = np.random.default_rng(1)
+    a, b = rng.uniform(0.5, 1, 12), np.r_[rng.uniform(0.6, 1, 11), 0.1]
+    difference, (low, high) = difference_interval(list(a), list(b), 500)
+    expected = stats.bootstrap(
+        (a, b), lambda x, y, axis: x.mean(axis) - y.mean(axis), n_resamples=500, confidence_level=0.95,
+        method="percentile", rng=np.random.default_rng(0),
+    ).confidence_interval  # fmt: skip
+    assert difference == pytest.approx(a.mean() - b.mean())
+    assert (low, high) == (float(expected.low), float(expected.high))

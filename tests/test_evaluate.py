@@ -272,6 +272,46 @@ def test_results_never_land_in_a_folder_whose_run_changed(tmp_path, zero_run, mo
     assert not any((run_dir / "eval").glob("*")), "nothing written into the folder"
 
 
+def test_risk_results_never_land_in_a_folder_whose_run_changed(tmp_path, zero_run, monkeypatch):
+    """The same for the risk evaluation's CSV: a new run in the folder while the risk levels are played, and nothing
+    is written there. Fails with the check before the risk CSV dropped (the mutation trial's survivor of main)."""
+    run_dir = zero_run[2](tmp_path / "run", (4,))
+    play_levels = common.evaluate.play_levels
+
+    def overwritten_meanwhile(*args):
+        saved = run_dir / "config.json"
+        text = saved.read_text()
+        saved.unlink()
+        saved.write_text(text)
+        return play_levels(*args)
+
+    monkeypatch.setattr(common.evaluate, "play_levels", overwritten_meanwhile)
+    args = Args(run_dir=run_dir, mazes=(), risk=True, risk_levels=6, risk_episodes=2, risk_maze_size=6,
+                risk_walls=5, risk_max_steps=9, batch=12)  # fmt: skip
+    with pytest.raises(ConfigError, match="was overwritten or deleted while its run was evaluated"):
+        common.evaluate.main(args)
+    assert not any((run_dir / "eval").glob("*")), "nothing written into the folder"
+
+
+def test_three_seeds_get_their_interval_and_two_do_not(tmp_path, zero_run, monkeypatch, capsys):
+    """The printed policy line follows the report's: an interval from 3 seeds on. Fails with `<=` for `<` (the
+    mutation trial's survivor of main)."""
+    config, _, _ = zero_run
+    monkeypatch.setattr(
+        common.evaluate, "evaluate_policy", lambda *args: types.SimpleNamespace(returns=jnp.array([0.0, 0.5]))
+    )
+    for seeds, policy in ((2, "no interval: fewer than 3 seeds"), (3, "with their interval")):
+        three = with_flags(config, num_seeds=seeds)
+        rngs = jax.random.split(jax.random.key(three.run.seed), seeds)
+        state = zero_state(jax.eval_shape(dr.make_train(three).init, rngs))
+        run_dir = tmp_path / f"seeds{seeds}"
+        (run_dir / "checkpoints").mkdir(parents=True)
+        (run_dir / "config.json").write_text(json.dumps({"script": "algos/dr.py", "config": flags_of(three)}))
+        checkpoint.save(checkpoint.checkpoint_path(run_dir / "checkpoints", 2), state, 2, flags_of(three))
+        common.evaluate.main(Args(run_dir=run_dir, mazes=("SixteenRooms",), episodes=2))
+        assert f"means over {seeds} seeds, {policy}" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("module", "opening"),
     [

@@ -17,7 +17,7 @@ import pytest
 import common.evaluate
 from algos import dr
 from common import checkpoint
-from common.config import flags_of, with_flags
+from common.config import PATH_MAX, flags_of, with_flags
 from common.errors import ConfigError
 from common.evaluate import RISK_ALPHAS, Args, load_run
 from tests.states import command_in_process
@@ -154,6 +154,9 @@ def test_an_out_path_that_exists_is_refused_before_anything_loads(tmp_path, zero
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr
     assert lines[0].startswith(f"error: --out {too_long}: it has a 304-byte name"), lines[0]
+    deep = tmp_path.joinpath(*["a" * 200] * 21, "x.csv")  # every name fits, the whole path does not
+    result = command_in_process("-m", "common.evaluate", "--run-dir", str(run_dir), "--out", str(deep))
+    assert result.returncode == 2 and f"bytes long: file systems take at most {PATH_MAX}" in result.stderr
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from scipy import stats
 
 from benchmarks.learning import generator_comparison as comparison
 from common.errors import ConfigError
@@ -123,6 +124,13 @@ def test_homogeneity_pools_rare_values_and_needs_two_bins():
     assert comparison.homogeneity_p(np.zeros(100), np.zeros(100)) == 1.0
     # Values seen fewer than MIN_BIN times on both sides together share one bin, so single outliers do not decide.
     assert comparison.homogeneity_p(np.r_[np.zeros(500), 7], np.r_[np.zeros(500), 9]) == 1.0
+    # Many rare values on one side only add up in that bin: flagged (without the bin, one row is left and p is 1).
+    assert comparison.homogeneity_p(np.r_[np.zeros(500), np.arange(1, 51)], np.zeros(550)) < 1e-6
+    # Two values: the uncorrected chi-square (no Yates correction), as for every other table.
+    two = np.r_[np.zeros(60), np.ones(40)], np.r_[np.zeros(45), np.ones(55)]
+    table = [[60, 45], [40, 55]]
+    expected = stats.chi2_contingency(np.array(table).T, correction=False).pvalue
+    assert comparison.homogeneity_p(*two) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize("text", ["13", "13:x", "1:0", "5:24"])

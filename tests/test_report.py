@@ -274,6 +274,14 @@ def test_the_aggregate_rows_follow_the_flags_and_the_stratified_percentile_boots
     assert rows[report_module.AGGREGATES[1]]["mean"] == pytest.approx(stats.trim_mean(pooled, 0.1))
 
 
+def test_a_file_not_written_this_time_is_named_as_from_an_earlier_report(tmp_path):
+    (tmp_path / "improvement.csv").write_text("old")
+    line = report_module.not_written(tmp_path, ("improvement.csv", "risk.csv"), "one method")
+    earlier = f"the improvement.csv in {tmp_path} is from an earlier report"
+    assert line == f"not written: improvement.csv, risk.csv (one method); {earlier}"
+    assert report_module.not_written(tmp_path / "new", ("improvement.csv",), "x") == "not written: improvement.csv (x)"
+
+
 def test_an_out_that_is_a_file_is_refused_before_anything_is_read(tmp_path):
     """--out names the report's folder: a file there is refused in one line (it used to end in a FileExistsError
     traceback after every run was read), and is left as it was."""

@@ -600,6 +600,37 @@ def test_seed_sets_pool_into_one_table_and_only_of_one_experiment(tmp_path):
         pool_seed_sets.pooled_table(pool_seed_sets.Args(folders=()))
 
 
+def test_the_pooled_table_keeps_to_its_method_and_to_seeds_with_every_held_out_checkpoint(tmp_path):
+    """Another method's records in the folder change nothing; a seed without one held-out checkpoint is left out of
+    the mean over checkpoints (3 of 4 cleanued seeds); a method with no records is refused. Fails with the method
+    filter, the every-checkpoint rule or the refusal dropped (the mutation trial's survivors of pool_seed_sets)."""
+    folder = tmp_path / "set0"
+    folder.mkdir()
+    (folder / "experiment.json").write_text(json.dumps({"seeds": 4, "rollouts": 20, "maze_size": 7}))
+    records = []
+    for side, values in {"cleanued": [0.1, 0.2, 0.3, 0.4], "minimax": [0.5, 0.6, 0.7, 0.8]}.items():
+        for seed, rate in enumerate(values):
+            base = {"side": side, "method": "plr", "seed": seed, "eval_seed": 0}
+            records.append(
+                base | {"grid": 20, "kind": "train_levels", "maze": None, "episodes": 512, "solve_rate": rate}
+            )
+            for grid in (10, 20):
+                if (side, seed, grid) != ("cleanued", 0, 10):
+                    held_out = {"grid": grid, "kind": "heldout", "maze": "SixteenRooms", "episodes": 200}
+                    records.append(base | held_out | {"solve_rate": rate})
+    accel = {"side": "cleanued", "method": "accel", "seed": 9, "eval_seed": 0, "grid": 20, "kind": "train_levels"}
+    records.append(accel | {"maze": None, "episodes": 512, "solve_rate": 1.0})
+    outputs.write_jsonl(folder / "evaluations.jsonl", records)
+    table = pool_seed_sets.pooled_table(pool_seed_sets.Args(folders=(folder,), bootstrap_resamples=200))
+    training = next(line for line in table.splitlines() if line.startswith("| training distribution, 20 rollouts"))
+    assert "| 4/4 | 0.250 [" in training, training
+    heldout = next(line for line in table.splitlines() if "mean over checkpoints 10-20" in line)
+    assert "| 3/4 | 0.300 [" in heldout, heldout
+    with pytest.raises(ConfigError, match="no evaluations of plr in the folders"):
+        (folder / "evaluations.jsonl").write_text("")
+        pool_seed_sets.pooled_table(pool_seed_sets.Args(folders=(folder,)))
+
+
 def test_cleanued_runs_replace_the_folders_cleanued_side_when_trained_alike(tmp_path):
     """--cleanued-runs: cleanued's side comes from the runs' fork_run.py evaluations (minimax's from the folder); the
     table keeps the training distribution's rows; runs trained otherwise, sharing a seed or evaluated otherwise are

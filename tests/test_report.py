@@ -233,6 +233,30 @@ def test_a_repeated_row_an_empty_risk_file_and_folders_on_other_mazes_are_refuse
         load_methods((str(first), str(other)))
 
 
+def test_curves_are_drawn_only_over_the_env_steps_every_seed_covers():
+    """Seeds of different lengths (one stopped early, one started late): the grid runs from the latest first step to
+    the earliest last one, each seed interpolated there, nothing carried past its end; a seed with one point gives
+    no curve. Fails with the grid's bounds widened (the mutation trial's survivor of curves_on_grid)."""
+    long = {"env_steps": np.array([0.0, 10, 20, 30]), "return": np.array([0.0, 1, 2, 3])}
+    late = {"env_steps": np.array([5.0, 15, 25]), "return": np.array([0.5, 1.5, 2.5])}
+    grid, values = report_module.curves_on_grid([long, late], "return")
+    np.testing.assert_array_equal(grid, [5, 10, 15, 20, 25])
+    np.testing.assert_allclose(values, [[0.5, 1, 1.5, 2, 2.5], [0.5, 1, 1.5, 2, 2.5]])
+    single = {"env_steps": np.array([0.0, 10]), "return": np.array([np.nan, 1.0])}
+    assert report_module.curves_on_grid([long, single], "return") is None
+
+
+def test_a_method_with_a_folder_without_risk_is_left_out_of_the_risk_table(tmp_path):
+    """Risk is pooled only over a method's every folder: with one of its two folders evaluated for risk, the method
+    has no risk rows (its risk would be one folder's seeds standing for all). Fails with the folder's lack of risk
+    ignored (the mutation trial's survivor of with_risk)."""
+    first, second = run_folder(tmp_path, "a", "algos/dr.py", A), run_folder(tmp_path, "b", "algos/dr.py", A)
+    write_csv(first / "eval" / "risk_00000100_20260101-000000.csv", risk_rows(3))
+    methods = load_methods((str(first), str(second)))
+    assert report_module.with_risk(methods) == [] and methods[0].without_risk == [second]
+    assert report_module.risk_summary(methods, args_for(first, second, out=tmp_path / "out")) == []
+
+
 def test_a_risk_win_rate_that_is_not_a_rate_is_refused(tmp_path):
     folder = run_folder(tmp_path, "a", "algos/dr.py", A)
     rows = risk_rows(3)

@@ -351,6 +351,20 @@ def test_a_read_only_run_folder_is_said_before_evaluating_and_points_to_out(tmp_
         common.evaluate.main(
             Args(run_dir=run_dir, mazes=("SixteenRooms",), episodes=2, gif=True, out=tmp_path / "a.csv")
         )
+    with pytest.raises(ConfigError, match="--gif's and --risk's files, which go only into the run folder"):
+        common.evaluate.main(
+            Args(
+                run_dir=run_dir,
+                mazes=(),
+                risk=True,
+                risk_levels=6,
+                risk_maze_size=6,
+                risk_walls=5,
+                risk_max_steps=9,
+                batch=12,
+                out=tmp_path / "b.csv",
+            )  # fmt: skip
+        )
     assert played == [], "refused before evaluating"
 
 

@@ -690,6 +690,9 @@ def test_cleanued_runs_replace_the_folders_cleanued_side_when_trained_alike(tmp_
     (folder / "experiment.json").write_text(json.dumps({**experiment, "init_from": "sha256:0"}))
     with pytest.raises(ConfigError, match="the folders' seeds started from given parameters \\(init_from\\)"):
         pool_seed_sets.pooled_table(pool_seed_sets.Args(**arguments))
+    (folder / "experiment.json").write_text(json.dumps({**experiment, "same_init": True}))
+    with pytest.raises(ConfigError, match="the folders' seeds started from given parameters \\(same_init\\)"):
+        pool_seed_sets.pooled_table(pool_seed_sets.Args(**arguments))
     (folder / "experiment.json").write_text(json.dumps(experiment))
     outputs.write_jsonl(runs[1] / "evaluations.jsonl", [{"update": 20, "seed": 0, "solve_rate": 0.4, "episodes": 64}])
     with pytest.raises(ConfigError, match="evaluated with \\(64, 0\\), the folders with \\(512, 0\\)"):

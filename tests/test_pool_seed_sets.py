@@ -68,6 +68,8 @@ def test_two_seeds_a_side_get_no_spread_p():
     assert spread_p([0.1, 0.2], [0.3, 0.5, 0.9]) is None
     assert spread_p([0.1, 0.2, 0.3], [0.3, 0.5]) is None
     assert spread_p([0.5] * 3, [0.5] * 3) == 1.0, "no spread on either side: alike (Levene's test gives NaN)"
+    one_seed = row("quantity", {"cleanued": [0.5], "minimax": [0.3, 0.4]}, 200)
+    assert one_seed.startswith("| quantity | 1/2 |") and one_seed.endswith("| - | - | - | - |"), one_seed
     two_against_three = row("quantity", {"cleanued": [0.1, 0.2], "minimax": [0.3, 0.5, 0.6]}, 200)
     assert two_against_three.startswith("| quantity | 2/3 |")
     assert two_against_three.endswith("| 0.20 | - |"), two_against_three  # exact: 2 of the C(5, 2) splits

@@ -121,7 +121,7 @@ class RunConfig:
     """Also stop once every seed has taken this many student PPO updates (updates that only score levels have none)."""
     total_env_steps: Annotated[int | None, Range(1, host_side=True), unset_means("no limit")] = None
     """Also stop once each seed has taken this many env steps."""
-    train_seconds: Annotated[float | None, POSITIVE, unset_means("no limit")] = None
+    train_seconds: Annotated[float | None, Range(0, above=True, host_side=True), unset_means("no limit")] = None
     """Also stop after this much wall-clock training time in this process."""
     log_interval: Annotated[int, AT_LEAST_ONE] = 10
     """Updates per jitted chunk: logs.csv, progress and stop checks happen between chunks."""

@@ -70,8 +70,9 @@ def run(config, make_train: Callable, script: str, headline: tuple[str, ...], pr
     folder."""
     check_config(config, script)
     settings = config.run
-    # Ctrl+C and SIGTERM are caught from before config.json is written, so a stop at any moment leaves a folder
-    # with a checkpoint (`train` saves the initial state of a run stopped before its first chunk).
+    # Ctrl+C and SIGTERM are caught from before the run folder is opened: a new run stopped at any moment leaves a
+    # checkpoint (`train` saves its update-0 state), a resume or --overwrite stopped before its first write leaves
+    # the folder as it was.
     with StopSignal(process_ends_after) as stop_signal:
         initialize_distributed(settings.devices)
         functions = run_functions(config, make_train, script)
@@ -157,7 +158,7 @@ def train(
             stop_signal.stopped_run = True
             if writer:
                 reason = f"stopped by {stop_signal.requested or 'process 0'}"
-                print(f"{reason} before anything was written; {run_dir} is as it was", file=sys.stderr)
+                print(f"{reason} before this start wrote its config; {run_dir} is as it was", file=sys.stderr)
             return run_dir
         if writer:  # only now that the run can train: --overwrite deletes the old run here
             if settings.resume:

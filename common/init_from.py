@@ -105,7 +105,7 @@ def _source_networks(path: Path, paths: list[tuple[str, ...]]) -> dict[tuple[str
         with data:
             flat = {key: data[key] for key in data.files if key.startswith(NPZ_PREFIX)}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as error:
-        raise ConfigError(f"{where}: cannot read it as an .npz ({error or type(error).__name__})") from None
+        raise ConfigError(f"{where}: cannot read it as an .npz ({str(error) or type(error).__name__})") from None
     if not flat:
         raise ConfigError(f"{where}: the .npz has no {NPZ_PREFIX}... arrays")
     return {paths[0]: flat}

@@ -83,7 +83,11 @@ def foreign_entries(run_dir: Path) -> list[str]:
         path = run_dir / folder
         if not path.is_dir() or path.is_symlink():  # --overwrite deletes a link, never what it points to
             continue
-        for entry in path.iterdir():
+        try:
+            entries = list(path.iterdir())
+        except OSError as error:
+            raise ConfigError(f"cannot read {path} ({error.strerror or error}) to check it for --overwrite") from None
+        for entry in entries:
             relative = f"{folder}/{entry.name}"
             is_folder = entry.is_dir() and not entry.is_symlink()
             if relative not in RUN_FOLDER_FILES and not (written.match(entry.name) and not is_folder):

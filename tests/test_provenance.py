@@ -14,7 +14,11 @@ def git(repo, *args: str) -> str:
     return subprocess.run(command, cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
 
 
-def test_the_commit_is_marked_dirty_by_changes_to_tracked_files_only(tmp_path):
+def test_the_commit_is_marked_dirty_by_changes_to_tracked_files_only(tmp_path, monkeypatch):
+    # The machine's git settings (signing, a repository above the temporary folder) must not decide the outcome.
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", "/dev/null")
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
     assert provenance.git_commit(tmp_path) == "unknown"  # not a repository
     git(tmp_path, "init", "-q")
     (tmp_path / "tracked.txt").write_text("one")
@@ -32,4 +36,4 @@ def test_the_device_line_counts_the_devices():
     devices = jax.devices()
     described = provenance.describe_environment()
     assert described["device"] == f"{len(devices)}x {devices[0].device_kind} ({devices[0].platform})"
-    assert set(provenance.PACKAGES) <= described.keys() and described["commit"]
+    assert set(provenance.PACKAGES) <= described.keys() and described["commit"] == provenance.git_commit()

@@ -255,8 +255,7 @@ def test_overwrite_empties_the_old_run_whatever_order_its_entries_come_in_and_sa
 ):
     """--overwrite deletes every entry but the marker even when the marker is listed first (a folder lists its entries
     in no set order), only in `start_run` (opening the folder leaves the old run whole), and an entry it cannot
-    delete is named in one line that says how to finish. Kills mutmut's survivors of open_run_folder 99, 106 and
-    107."""
+    delete is named in one line that says how to finish (mutmut's survivors of the deletion loop)."""
     list_entries = Path.iterdir
     monkeypatch.setattr(Path, "iterdir", lambda self: iter(sorted(list_entries(self))))  # ".cleanued-run" first
     run = copy_of(finished_run, tmp_path, "old")

@@ -60,7 +60,7 @@ from common.config import (  # noqa: E402
 from common.errors import ConfigError  # noqa: E402
 from common.evaluate import load_run  # noqa: E402
 from common.init_from import NPZ_PREFIX, flat_names  # noqa: E402
-from common.runs import one_line_errors, open_run_folder, start_run  # noqa: E402
+from common.runs import one_line_errors, open_run_folder, remove_unstarted, start_run  # noqa: E402
 from common.sweep import run_functions  # noqa: E402
 
 
@@ -287,13 +287,18 @@ def fork(args: Fork) -> Path:
     folder = open_run_folder(config, script)
     try:
         start_run(folder.path, config, script)
+    except BaseException:
+        remove_unstarted(folder)  # refused (a file put in meanwhile): what is in the folder stays
+        os.close(folder.lock)
+        raise
+    try:
         saved = Checkpoints(folder.path, config.run.keep_checkpoints, config.run.archive_interval, flags_of(config))
         saved.save(state, args.update)
         rows = 0
         if (args.run_dir / "logs.csv").is_file():  # a run stopped before its first chunk has none
             rows = copy_log_rows(args.run_dir / "logs.csv", folder.path / "logs.csv", sources, args.update)
     except BaseException:
-        shutil.rmtree(folder.path)  # made by this call a moment ago: nothing else is in it
+        shutil.rmtree(folder.path)  # start_run found it empty: everything in it is this call's
         raise
     finally:
         os.close(folder.lock)

@@ -86,7 +86,7 @@ def run(config, make_train: Callable, script: str, headline: tuple[str, ...], pr
         try:
             run_dir = train(config, functions, headline, folder.path, stop_signal, script)
         except BaseException:
-            if not settings.resume:  # a new run refused before its first write leaves no folder behind
+            if not settings.resume:  # a new run refused before its first write leaves no folder it made
                 remove_unstarted(folder)
             raise
         finally:

@@ -28,6 +28,8 @@ TINY = dict(
     num_seeds=2, num_envs=4, num_steps=8, lstm_size=8, maze_size=5, n_walls=3, max_steps=6, total_updates=4,
     log_interval=2, eval_interval=0, checkpoint_interval=2, screenshot_interval=0,
 )  # fmt: skip
+TINY_RISK = dict(risk=True, risk_levels=6, risk_episodes=2, risk_maze_size=6, risk_walls=5, risk_max_steps=9, batch=12)
+"""A risk evaluation small enough to play in seconds: 6x6 mazes, 5 walls, 9 steps an attempt."""
 
 
 def zero_state(template):
@@ -203,8 +205,7 @@ def test_the_risk_evaluation_plays_and_records_its_own_configuration(tmp_path, z
         return play_levels(rng, apply, params, carry, levels, env_params, max_steps, unroll)
 
     monkeypatch.setattr(common.evaluate, "play_levels", recording)
-    args = Args(run_dir=run_dir, mazes=(), risk=True, risk_levels=6, risk_episodes=2, risk_maze_size=6,
-                risk_walls=5, risk_max_steps=9, batch=12)  # fmt: skip
+    args = Args(run_dir=run_dir, mazes=(), **TINY_RISK)
     common.evaluate.main(args)
     assert config.env_params.max_steps == 6 and played and set(played) == {((6, 6), 9, 9)}, played
     (risk_csv,) = (run_dir / "eval").glob("risk_00000004_*.csv")
@@ -289,8 +290,7 @@ def test_risk_results_never_land_in_a_folder_whose_run_changed(tmp_path, zero_ru
         return play_levels(*args)
 
     monkeypatch.setattr(common.evaluate, "play_levels", overwritten_meanwhile)
-    args = Args(run_dir=run_dir, mazes=(), risk=True, risk_levels=6, risk_episodes=2, risk_maze_size=6,
-                risk_walls=5, risk_max_steps=9, batch=12)  # fmt: skip
+    args = Args(run_dir=run_dir, mazes=(), **TINY_RISK)
     with pytest.raises(ConfigError, match="was overwritten or deleted while its run was evaluated"):
         common.evaluate.main(args)
     assert not any((run_dir / "eval").glob("*")), "nothing written into the folder"
@@ -352,19 +352,7 @@ def test_a_read_only_run_folder_is_said_before_evaluating_and_points_to_out(tmp_
             Args(run_dir=run_dir, mazes=("SixteenRooms",), episodes=2, gif=True, out=tmp_path / "a.csv")
         )
     with pytest.raises(ConfigError, match="--gif's and --risk's files, which go only into the run folder"):
-        common.evaluate.main(
-            Args(
-                run_dir=run_dir,
-                mazes=(),
-                risk=True,
-                risk_levels=6,
-                risk_maze_size=6,
-                risk_walls=5,
-                risk_max_steps=9,
-                batch=12,
-                out=tmp_path / "b.csv",
-            )  # fmt: skip
-        )
+        common.evaluate.main(Args(run_dir=run_dir, mazes=(), **TINY_RISK, out=tmp_path / "b.csv"))
     assert played == [], "refused before evaluating"
 
 

@@ -4,6 +4,7 @@ against hand-computed values; window values read as the tool says (chunk means, 
 Mutation checked by hand: with Holm replaced by the raw p-values, the alike sides are flagged."""
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -90,3 +91,40 @@ def test_window_values_are_chunk_means_or_the_buffer_at_the_window_end():
     np.testing.assert_allclose(minimax[0], [20000.0, 40000.0])
     kl = next(statistic for statistic in tool.STATISTICS if statistic.cleanued == "ppo/approx_kl")
     assert tool.window_values(facts, kl, 3, windows)[1] is None
+
+
+def test_the_table_shows_each_statistic_s_first_flagged_window_and_the_sides_means_there(monkeypatch, tmp_path):
+    # 50 rollouts in windows of 20: the last window ends at the last rollout, 50. Entropy's location differs from
+    # the window ending at 40, its spread from the one ending at 50; the means shown are the earlier window's.
+    # minimax's value loss has a column in STATISTICS but is in none of its events.
+    rollouts, window = 50, 20
+    rng = np.random.default_rng(3)
+    cleanued_values, minimax_values = rng.normal(size=(SEEDS, 3)), rng.normal(size=(SEEDS, 3))
+    minimax_values[:, 1:] += 5.0
+    minimax_values[:, 2] = 5.0 + 20.0 * (minimax_values[:, 2] - 5.0)
+    rows = [
+        {"seed": seed, "update": update, "ppo/entropy": cleanued_values[seed, (update - 1) // window]}
+        for seed in range(SEEDS)
+        for update in range(10, rollouts + 1, 10)
+    ]
+    events = {
+        seed: [
+            {"rollout": tick, "kind": "new", "entropy": minimax_values[seed, (tick - 1) // window]}
+            for tick in range(1, rollouts + 1)
+        ]
+        for seed in range(SEEDS)
+    }
+    monkeypatch.setattr(tool, "harness_args", lambda out, method: SimpleNamespace(seeds=SEEDS, rollouts=rollouts))
+    monkeypatch.setattr(tool, "gather_run_facts", lambda harness: ({}, {}, {}, {"plr": rows}, {"plr": events}))
+    table, records = tool.first_divergence(tool.Args(out=tmp_path, window=window))
+
+    expected = tool.divergence(cleanued_values, minimax_values, [20, 40, 50], alpha=0.05)
+    assert expected["location"]["first"] == 40 and expected["spread"]["first"] == 50
+    lines = table.splitlines()
+    location_p, spread_p = expected["location"]["adjusted"][1], expected["spread"]["adjusted"][2]
+    means = f"{np.mean(cleanued_values[:, 1]):.4g} | {np.mean(minimax_values[:, 1]):.4g}"
+    assert f"| policy entropy | 40 (p {location_p:.3f}) | 50 (p {spread_p:.3f}) | {means} |" in lines
+    assert "| value loss | minimax does not log it | | | |" in lines
+    entropy_records = [record for record in records if record["statistic"] == "policy entropy"]
+    assert [record["window_end"] for record in entropy_records] == [20, 40, 50] * 2
+    np.testing.assert_allclose([record["minimax_mean"] for record in entropy_records[:3]], minimax_values.mean(0))

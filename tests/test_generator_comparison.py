@@ -144,3 +144,29 @@ def test_results_are_written_as_the_table_and_one_record_a_line_with_provenance(
     assert (tmp_path / "out" / "name.md").read_text() == "| table |\n"
     records = [json.loads(line) for line in (tmp_path / "out" / "name.jsonl").read_text().splitlines()]
     assert [record["p"] for record in records] == [0.5, 0.01] and all("commit" in record for record in records)
+
+
+def test_main_tests_every_statistic_of_every_configuration_at_one_family_threshold_and_bolds_the_flagged(
+    monkeypatch, capsys, tmp_path
+):
+    """Two configurations are 14 tests: compare gets that count for each, the header names it, only the changed
+    statistic's p is bold, and --out holds the printed table."""
+    monkeypatch.setattr(
+        comparison,
+        "minimax_levels",
+        lambda size, n_walls, count, seed, venv: comparison.cleanued_levels(
+            size, n_walls, count, seed + 1, start_facing_right
+        ),
+    )
+    counts = []
+    compare = comparison.compare
+    monkeypatch.setattr(comparison, "compare", lambda a, b, tests: counts.append(tests) or compare(a, b, tests))
+    comparison.main(comparison.Args(configurations=("5:3", "7:8"), levels=2_000, out=tmp_path))
+    table = capsys.readouterr().out
+    assert counts == [14, 14]
+    assert f"flagged (**) below {comparison.FAMILY_ALPHA} / 14 tests" in table
+    rows = [line for line in table.splitlines() if line.startswith("| 5x5") or line.startswith("| 7x7")]
+    assert len(rows) == 14
+    assert {row.split(" | ")[1] for row in rows if row.endswith("** |")} == {"agent_dir"}
+    assert sum(row.endswith("** |") for row in rows) == 2
+    assert (tmp_path / "generator_comparison.md").read_text() == table

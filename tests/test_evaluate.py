@@ -12,6 +12,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import common.evaluate
@@ -20,6 +21,7 @@ from common import checkpoint
 from common.config import PATH_MAX, flags_of, with_flags
 from common.errors import ConfigError
 from common.evaluate import RISK_ALPHAS, Args, load_run
+from common.sweep import run_functions
 from tests.states import command_in_process
 from tests.test_devices import env_with_devices
 
@@ -80,6 +82,25 @@ def test_a_checkpoint_pruned_while_it_is_read_is_replaced_by_the_next_newest(tmp
     monkeypatch.setattr(checkpoint, "read_payload", training_goes_on)
     update = load_run(run_dir, None).update
     assert reads[0] == "update_00000004.msgpack" and update == 8, reads
+
+
+def test_a_run_started_in_the_folder_while_its_checkpoint_is_read_is_refused(tmp_path, zero_run, monkeypatch):
+    """`--overwrite` starts a new run between evaluate reading config.json and reading the checkpoint: the config
+    and the checkpoint may belong to two runs, so loading stops. Fails with the check after loading dropped (the
+    mutation trial's survivor of load_run)."""
+    run_dir = zero_run[2](tmp_path / "run", (4,))
+    original_read = checkpoint.read_payload
+
+    def overwritten_meanwhile(path):
+        saved = run_dir / "config.json"
+        text = saved.read_text()
+        saved.unlink()
+        saved.write_text(text)
+        return original_read(path)
+
+    monkeypatch.setattr(checkpoint, "read_payload", overwritten_meanwhile)
+    with pytest.raises(ConfigError, match=r"was overwritten while it was being loaded; evaluate it again$"):
+        load_run(run_dir, None)
 
 
 def test_a_missing_checkpoint_flag_is_a_one_line_error(tmp_path, zero_run):
@@ -221,6 +242,31 @@ def test_the_risk_evaluation_plays_and_records_its_own_configuration(tmp_path, z
         "risk evaluation: 12/24 attempts",
         "risk evaluation: 24/24 attempts",
     ], captured.err  # stderr is not a terminal here: one whole line per pass
+
+
+def test_a_sweep_s_risk_lines_give_each_point_its_own_seeds(tmp_path, monkeypatch, capsys):
+    """A sweep's risk evaluation prints one line per point and level, each the mean over that point's seeds: point
+    0's seeds win 0.0 and 0.1 of the time, point 1's 0.2 and 0.3. Fails with the points' seeds mixed up or with
+    one line for the whole sweep (the mutation trial's survivor of main)."""
+    config = with_flags(dr.Config(), **TINY, runs_dir=str(tmp_path), sweep=("lr=1e-4,3e-4",))
+    rngs = jax.random.split(jax.random.key(config.run.seed), config.run.num_seeds)
+    state = zero_state(jax.eval_shape(run_functions(config, dr.make_train, "algos/dr.py").init, rngs))
+    run_dir = tmp_path / "sweep"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(json.dumps({"script": "algos/dr.py", "config": flags_of(config)}))
+    checkpoint.save(checkpoint.checkpoint_path(run_dir / "checkpoints", 4), state, 4, {})
+
+    def known_win_rates(args, rng, module, network, params, config, levels):
+        rates = np.repeat(np.arange(4.0)[:, None] / 10, args.risk_levels, axis=1)  # [points x seeds, levels]
+        return rates, rates
+
+    monkeypatch.setattr(common.evaluate, "risk_win_rates", known_win_rates)
+    common.evaluate.main(Args(run_dir=run_dir, mazes=(), **TINY_RISK))
+    printed = capsys.readouterr().out.splitlines()
+    for alpha in RISK_ALPHAS:
+        worst = f"{'worst ' + f'{alpha:g}%':>18}: win rate"
+        shown = [line for line in printed if line.startswith(worst)]
+        assert shown == [f"{worst} 0.050   (point 0: lr=0.0001)", f"{worst} 0.250   (point 1: lr=0.0003)"]
 
 
 def test_the_authors_alphas():

@@ -1,7 +1,8 @@
 """algos/sfl.py: learnability of known outcome sequences against plain Python (the first episodes only,
-time-outs failing, levels with few episodes), scoring a scripted policy on real levels, the buffer is exactly the
-top K, the batch's buffer/fresh split, scoring memory independent of its length, exact resume across a
-refresh, and invalid flag combinations."""
+time-outs failing, levels with few episodes), scoring a scripted policy on real levels (told where each episode
+starts), the buffer is exactly the top K, the batch's buffer/fresh split and picks from every slot, a real refresh's
+buffer (p(1-p), highest first, the episodes it counts), scoring memory independent of its length, exact resume
+across a refresh, and invalid flag combinations."""
 
 import csv
 import subprocess
@@ -74,6 +75,55 @@ def test_scoring_a_scripted_policy_on_real_levels():
     )
     np.testing.assert_allclose(p, [1.0, 0.0])
     np.testing.assert_allclose(scores, [0.0, 0.0])
+
+
+class ForwardOnlyAfterAReset:
+    """A stand-in policy that moves forward on an episode's first step and turns left on every other."""
+
+    def apply(self, params, carry, obs, reset):
+        forward = jnp.zeros((*reset.shape, 7)).at[..., 2].set(50.0)
+        return carry, jnp.where(reset[..., None], forward, jnp.zeros_like(forward).at[..., 0].set(50.0)), reset * 0.0
+
+
+def test_scoring_tells_the_policy_where_each_episode_starts():
+    """The goal two steps ahead is never reached when the policy sees each episode start: it moves once, then turns
+    (p 0). A policy told every step is a start would walk to it (p 1)."""
+    levels = jax.tree.map(lambda x: x[None], level_from_text(">.G.\n....\n....\n...."))
+    _, p = sfl.score_levels(
+        jax.random.key(0), ForwardOnlyAfterAReset(), None, levels, EnvParams(max_steps=4), 40, 5, lstm=4, unroll=1
+    )
+    np.testing.assert_array_equal(p, [0.0])
+
+
+def test_buffer_picks_reach_every_slot():
+    buffer = jax.vmap(sample_dr_level, (0, None, None, None))(jax.random.split(jax.random.key(5), 2), 5, 5, 0)
+    buffer = buffer.replace(wall_map=buffer.wall_map.at[1, 0, 0].set(True))  # slot 1 is told by its one wall
+    sample = lambda key: sample_dr_level(key, 5, 5, 20)  # noqa: E731
+    picked = sfl.mixed_levels(jax.random.key(6), sample, buffer, 0, 64)
+    assert set(np.asarray(picked.wall_map.sum(axis=(1, 2))).tolist()) == {0, 1}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("counted_episodes", [10, 1])
+def test_a_refresh_keeps_the_most_learnable_scored_levels_with_their_p(counted_episodes, tmp_path):
+    """After a chunk that starts with a refresh, each seed's buffer holds learnability p(1-p) of its p, highest
+    first, and the levels shown for the run are the buffer's in that order. Counting one episode a level, every p is
+    0 or 1, so no level is learnable; the random policy still solves some."""
+    config = with_flags(sfl.Config(), **TINY, runs_dir=str(tmp_path), counted_episodes=counted_episodes)
+    functions = sfl.make_train(config)
+    runner = jax.jit(functions.init)(jax.random.split(jax.random.key(0), config.run.num_seeds))
+    runner, metrics = jax.jit(functions.step)(runner)
+    learnability, p = np.asarray(runner.learnability), np.asarray(runner.success)
+    np.testing.assert_allclose(learnability, p * (1 - p), rtol=1e-6)
+    assert (np.diff(learnability, axis=1) <= 0).all(), "highest first"
+    _, labels = jax.jit(functions.levels)(runner)
+    np.testing.assert_array_equal(np.asarray(labels["p"]), p)
+    if counted_episodes == 1:
+        assert set(np.unique(p).tolist()) <= {0.0, 1.0} and float(np.asarray(metrics["sfl/scored_success"]).max()) > 0
+        assert float(np.abs(np.asarray(metrics["sfl/learnable_fraction"])).max()) == 0
+    else:
+        assert (learnability[:, 0] > 0).all(), "the random policy finds learnable levels"
+        assert (np.asarray(metrics["sfl/learnable_fraction"]) > 0).all()
 
 
 def test_the_buffer_is_exactly_the_top_k_and_the_batch_splits_by_the_fraction():

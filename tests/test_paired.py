@@ -179,3 +179,34 @@ def test_teacher_uses_its_own_learning_rate(tmp_path):
     jax.tree.map(np.testing.assert_array_equal, before.teacher.params, after.teacher.params)
     moved = jax.tree.map(lambda x, y: bool((x != y).any()), before.students.params, after.students.params)
     assert all(jax.tree.leaves(moved)), "the students keep their own learning rate"
+
+
+@pytest.mark.slow
+def test_each_agent_learns_from_its_own_reward_and_settings(tmp_path):
+    """One chunk of PAIRED, checked by identities of what each agent's update logs.
+    - The teacher is rewarded the UED score on its last design step only: with lambda 1 its value targets are the
+      discounted score, gamma^(T-1-t) * score, whose mean over steps and envs is mean(score) * mean_t gamma^(T-1-t).
+    - Each agent's loss is its policy loss + vf_coef * value loss - its own entropy coefficient * entropy.
+    - The policies by name are the students at their index, `student` the protagonist.
+    Fails with the score's sign flipped, put on the first step, the teacher's gamma and lambda swapped, or either
+    side's entropy coefficient given to the other (the mutation trial's survivors of update)."""
+    gamma, entropy_coefficients = 0.5, {"protagonist": 0.2, "antagonist": 0.2, "teacher": 0.01}
+    config = tiny_config(tmp_path, teacher_gamma=gamma, teacher_gae_lambda=1.0, ent_coef=0.2, teacher_ent_coef=0.01)
+    functions = paired.make_train(config)
+    runner, metrics = jax.jit(functions.step)(
+        jax.jit(functions.init)(jax.random.split(jax.random.key(0), config.run.num_seeds))
+    )
+    metrics = jax.device_get(metrics)
+    steps = config.teacher_params.episode_steps
+    discount = np.mean([gamma ** (steps - 1 - t) for t in range(steps)])
+    assert np.abs(metrics["ued/score"]).max() > 0.01, "the levels are scored"
+    np.testing.assert_allclose(
+        metrics["teacher/ppo/mean_target"], metrics["ued/score"] * discount, rtol=1e-4, atol=1e-6
+    )
+    for agent, ent_coef in entropy_coefficients.items():
+        logged = {key: metrics[f"{agent}/ppo/{key}"] for key in ("loss", "policy_loss", "value_loss", "entropy")}
+        expected = logged["policy_loss"] + config.ppo.vf_coef * logged["value_loss"] - ent_coef * logged["entropy"]
+        np.testing.assert_allclose(logged["loss"], expected, rtol=1e-4, atol=1e-6, err_msg=agent)
+    for name, index in (("protagonist", 0), ("antagonist", 1), ("student", 0)):
+        chosen = functions.policies[name](runner)
+        jax.tree.map(lambda x, y, i=index: np.testing.assert_array_equal(x, y[:, i]), chosen, runner.students.params)

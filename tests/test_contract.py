@@ -15,7 +15,7 @@ import pytest
 from algos import dr, plr
 from common import driver
 from common.config import with_flags
-from common.contract import BatchedOverSeeds, check_config, check_functions
+from common.contract import BatchedOverSeeds, check_config, check_functions, whole_run
 from common.errors import ConfigError
 from tests.states import assert_states_close, newest_state, run_script
 
@@ -173,3 +173,50 @@ def test_a_step_without_the_health_metric_is_named_before_the_run_folder_is_made
     with pytest.raises(ConfigError, match="algos/toy.py breaks the driver contract: its step's metrics have no health"):
         driver.run(with_flags(config, eval_interval=0, screenshot_interval=0), make_train, "algos/toy.py", ())
     assert not (tmp_path / config.run.run_name).exists()
+
+
+def toy_run(config, first_student_updates):
+    """`whole_run` of a toy without a network: every seed takes one student update per update, from
+    `first_student_updates` ([seeds]), and evaluates to its count."""
+
+    def step(runner):
+        updates = config.run.log_interval
+        return runner + updates, {"train/loss": jnp.zeros((len(first_student_updates), updates))}
+
+    return whole_run(
+        config,
+        init=lambda rngs: jnp.array(first_student_updates, jnp.int32),
+        step=step,
+        evaluate=lambda runner: {"eval/score": runner.astype(jnp.float32)},
+        student_updates=lambda runner: runner,
+    )
+
+
+def test_train_runs_until_its_slowest_seed_has_the_student_updates(tmp_path):
+    """Seeds at 3 and 0 student updates with a budget of 3: one seed has it, the other not, so training goes on
+    (chunks of 2 updates) until both have it."""
+    config = with_flags(dr.Config(), runs_dir=str(tmp_path), total_updates=10, log_interval=2, eval_interval=0)
+    train = toy_run(with_flags(config, total_student_updates=3), [3, 0])
+    runner, (metrics, _) = train(jax.random.split(jax.random.key(0), 2))
+    assert runner.tolist() == [7, 4]
+    assert np.isfinite(metrics["train/loss"]).all(axis=(1, 2)).tolist() == [True, True, False, False, False]
+
+
+def test_train_holds_one_row_per_evaluation_the_run_reaches(tmp_path):
+    """--total-updates 6, --eval-interval 4, --log-interval 2: three chunks, an evaluation after the second only, and
+    no row for one the run never reaches."""
+    config = with_flags(dr.Config(), runs_dir=str(tmp_path), total_updates=6, eval_interval=4, log_interval=2)
+    _, (metrics, evaluations) = jax.eval_shape(toy_run(config, [0, 0]), jax.random.split(jax.random.key(0), 2))
+    assert metrics["train/loss"].shape == (3, 2, 2) and evaluations["eval/score"].shape == (1, 2)
+
+
+@pytest.mark.parametrize(
+    ("steps", "spans", "wrong"),
+    [(True, False, "env_steps_per_update is True"), (32, 1, "schedule_spans_run is 1, not whether a schedule")],
+)
+def test_a_config_piece_of_the_wrong_type_is_refused(tmp_path, steps, spans, wrong):
+    """A bool is an int to Python but no count of env steps; 1 is no bool. Each is refused with the others valid."""
+    run = with_flags(dr.Config(), runs_dir=str(tmp_path)).run
+    config = type("Config", (), {"run": run, "env_steps_per_update": steps, "schedule_spans_run": spans})()
+    with pytest.raises(ConfigError, match=f"algos/toy.py breaks the driver contract: its Config's {wrong}"):
+        check_config(config, "algos/toy.py")

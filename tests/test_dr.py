@@ -402,6 +402,19 @@ def test_carry_across_updates_starts_each_update_from_the_last_carry(tiny):
     assert np.isfinite(metrics["ppo/loss"]).all()
 
 
+@pytest.mark.slow
+def test_a_carried_carry_reaches_the_next_update(tiny):
+    """With --carry-across-updates the update starts from the runner's carry, not from a reset: two runners that
+    differ only in it train differently."""
+    config = with_flags(tiny[0], carry_across_updates=True)
+    functions = dr.make_train(config)
+    runner = jax.jit(functions.init)(seed_keys(config))
+    other = runner.replace(carry=jax.tree.map(lambda c: c + 0.5, runner.carry))
+    step = jax.jit(functions.step)
+    values = [np.asarray(step(start)[1]["ppo/mean_value"]) for start in (runner, other)]
+    assert np.abs(values[0] - values[1]).max() > 1e-6
+
+
 def test_levels_made_per_env_are_counted_when_an_env_runs_out(tmp_path):
     """Episodes of at most 2 steps over 16-step rollouts: 8 or more played per env, exactly 8 when none reaches the
     goal, and one more started by the last step, never played. With 8 fresh levels per env none is reused (the

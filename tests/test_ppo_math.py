@@ -1,7 +1,8 @@
 """The learner's math pinned by small deterministic cases (CleanRL's habit): GAE against a plain-Python loop and a
 hand-computed rollout, the PPO loss against a plain-Python computation of a small batch (the ratio clipped on
-both sides, value clipping, the entropy bonus, advantage normalisation). Every algos/ script copies these from
-algos/dr.py (tests/test_copies.py keeps the copies equal), so testing dr.py's covers all."""
+both sides, value clipping on both sides, the entropy bonus, advantage normalisation), a fresh minibatch split each
+epoch, the annealed learning rate over every gradient step, and the solve rate's time-outs. Every algos/ script
+copies these from algos/dr.py (tests/test_copies.py keeps the copies equal), so testing dr.py's covers all."""
 
 import math
 
@@ -13,6 +14,7 @@ import pytest
 from flax.training.train_state import TrainState
 
 from algos import dr
+from common.config import with_flags
 
 
 def transitions_of(reward, value, done, **fields) -> dr.Transition:
@@ -137,3 +139,71 @@ def test_ppo_update_takes_epochs_times_minibatches_steps():
     assert int(state.step) == 6, "3 epochs of 2 minibatches"
     assert float(state.params["value"]) > 0, "the value moves toward the positive targets"
     assert set(metrics) >= {"ppo/loss", "ppo/grad_norm", "ppo/entropy", "ppo/approx_kl"}
+
+
+def test_the_value_clip_binds_below_too():
+    """A prediction that falls further than clip_eps below the old one, toward a target below both: the clipped
+    prediction (old - clip_eps) is further from the target, so its error is the one taken."""
+    settings = dr.PPOSettings(clip_eps=0.2, vf_coef=1.0, ent_coef=0.0, num_epochs=1, num_minibatches=1)
+    transitions = transitions_of(
+        jnp.zeros((1, 1)), [[0.5]], jnp.zeros((1, 1), bool), log_prob=jnp.full((1, 1), -math.log(3.0))
+    )
+    params = {"logits": jnp.zeros((1, 1, 3)), "value": jnp.full((1, 1), 0.1)}
+    _, metrics = dr.ppo_loss(
+        params, FixedOutputs(), None, transitions, jnp.zeros((1, 1)), jnp.full((1, 1), -0.5), settings
+    )
+    assert float(metrics["ppo/value_loss"]) == pytest.approx(0.5 * (0.3 + 0.5) ** 2)
+    expected = reference_loss([[[0.0] * 3]], [[0.1]], [[0]], [[-math.log(3.0)]], [[0.5]], [[0.0]], [[-0.5]], settings)
+    assert float(metrics["ppo/loss"]) == pytest.approx(expected, rel=1e-5)
+
+
+def test_episode_metrics_count_a_time_out_as_unsolved():
+    """Three episodes end: one at the goal (reward 0.7), two by the time limit (reward 0); one step ends none."""
+    done = jnp.array([[True, False], [True, True]])
+    reward = jnp.array([[0.7, 0.0], [0.0, 0.0]])
+    metrics = dr.episode_metrics(transitions_of(reward, jnp.zeros((2, 2)), done))
+    assert float(metrics["train/solve_rate"]) == pytest.approx(1 / 3)
+    assert float(metrics["train/return"]) == pytest.approx(0.7 / 3)
+    assert float(metrics["train/episodes"]) == 3
+
+
+def test_an_annealed_learning_rate_reaches_zero_after_every_gradient_step_of_the_run():
+    """3 updates of 2 epochs of 2 minibatches are 12 Adam steps: with a constant gradient each step moves by about
+    the learning rate, which falls linearly from lr to 0 over the 12, not over the updates or the epochs alone."""
+    config = with_flags(
+        dr.Config(), anneal_lr=True, lr=1.0, total_updates=3, log_interval=1, num_epochs=2, num_minibatches=2
+    )
+    optimizer = dr.make_optimizer(config)
+    params = jnp.zeros(1)
+    state = optimizer.init(params)
+    steps = []
+    for _ in range(12):
+        updates, state = optimizer.update(jnp.ones(1), state, params)
+        steps.append(-float(updates[0]))
+    np.testing.assert_allclose(steps, [1 - k / 12 for k in range(12)], rtol=1e-3)
+
+
+class MeanOutputs:
+    """A stand-in network whose value is its one parameter, so each minibatch's gradient is its targets' mean."""
+
+    def apply(self, params, carry, obs, reset):
+        return carry, jnp.zeros((*reset.shape, 3)), jnp.full(reset.shape, params["value"])
+
+
+def test_each_epoch_splits_the_envs_into_minibatches_afresh():
+    """SGD on 8 envs whose targets are their index, 2 epochs of 2 minibatches: the value after the update is what
+    the same steps give on the minibatches each epoch's own permutation makes (a fixed split gives another)."""
+    settings = dr.PPOSettings(clip_eps=100.0, vf_coef=1.0, ent_coef=0.0, num_epochs=2, num_minibatches=2)
+    envs, rng = 8, jax.random.key(3)
+    targets = jnp.tile(jnp.arange(envs, dtype=jnp.float32), (2, 1))  # [T=2, envs]
+    no_end = jnp.zeros((2, envs), bool)
+    transitions = transitions_of(jnp.zeros((2, envs)), jnp.zeros((2, envs)), no_end, reset=no_end)
+    state = TrainState.create(apply_fn=None, params={"value": jnp.zeros(())}, tx=optax.sgd(0.1))
+    state, _ = dr.ppo_update(rng, state, MeanOutputs(), None, transitions, targets, targets, settings)
+    value = 0.0
+    for rng_epoch in jax.random.split(rng, settings.num_epochs):
+        for minibatch in np.asarray(jax.random.permutation(rng_epoch, envs)).reshape(settings.num_minibatches, -1):
+            value -= 0.1 * (value - float(np.mean(minibatch)))  # d/dv of 0.5 * mean((v - target)^2)
+    assert float(state.params["value"]) == pytest.approx(value, rel=1e-5)
+    splits = [set(np.asarray(jax.random.permutation(key, envs))[:4].tolist()) for key in jax.random.split(rng, 2)]
+    assert splits[0] != splits[1] and splits[0] != set(range(4)), "this key tells the three orders apart"

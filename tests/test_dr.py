@@ -415,6 +415,26 @@ def test_a_carried_carry_reaches_the_next_update(tiny):
     assert np.abs(values[0] - values[1]).max() > 1e-6
 
 
+@pytest.mark.slow
+def test_the_update_s_advantages_use_its_gamma_and_lambda_and_bootstrap_from_the_last_value(tmp_path, monkeypatch):
+    """compute_gae, as the update calls it: --gamma then --gae-lambda (distinct here), and the value of the state
+    the rollout ended in (the network's prediction, not 0) for the steps after it."""
+    calls, last_values = [], []
+
+    def recording(transitions, last_value, gamma, gae_lambda):
+        calls.append((gamma, gae_lambda))
+        jax.debug.callback(lambda value: last_values.append(np.asarray(value)), last_value)
+        return compute_gae(transitions, last_value, gamma, gae_lambda)
+
+    compute_gae = dr.compute_gae
+    monkeypatch.setattr(dr, "compute_gae", recording)
+    config = tiny_config(tmp_path, gamma=0.9, gae_lambda=0.7)
+    functions = dr.make_train(config)
+    jax.block_until_ready(jax.jit(functions.step)(jax.jit(functions.init)(seed_keys(config))))
+    assert set(calls) == {(0.9, 0.7)}
+    assert last_values and all(np.abs(value).max() > 0 for value in last_values)
+
+
 def test_levels_made_per_env_are_counted_when_an_env_runs_out(tmp_path):
     """Episodes of at most 2 steps over 16-step rollouts: 8 or more played per env, exactly 8 when none reaches the
     goal, and one more started by the last step, never played. With 8 fresh levels per env none is reused (the

@@ -182,14 +182,27 @@ def test_teacher_uses_its_own_learning_rate(tmp_path):
 
 
 @pytest.mark.slow
-def test_each_agent_learns_from_its_own_reward_and_settings(tmp_path):
+def test_each_agent_learns_from_its_own_reward_and_settings(tmp_path, monkeypatch):
     """One chunk of PAIRED, checked by identities of what each agent's update logs.
     - The teacher is rewarded the UED score on its last design step only: with lambda 1 its value targets are the
       discounted score, gamma^(T-1-t) * score, whose mean over steps and envs is mean(score) * mean_t gamma^(T-1-t).
     - Each agent's loss is its policy loss + vf_coef * value loss - its own entropy coefficient * entropy.
     - The policies by name are the students at their index, `student` the protagonist.
-    Fails with the score's sign flipped, put on the first step, the teacher's gamma and lambda swapped, or either
-    side's entropy coefficient given to the other (the mutation trial's survivors of update)."""
+    - The students' advantages use --gamma and --gae-lambda and bootstrap from their predicted value of the state
+      their rollout ended in; the teacher's use its own, from 0 (its design episode has ended).
+    Fails with the score's sign flipped, put on the first step, the teacher's gamma and lambda swapped, either
+    side's entropy coefficient given to the other, or the students' bootstrap zeroed (the mutation trial's survivors
+    of update)."""
+    calls, student_last_values = [], []
+
+    def recording(transitions, last_value, gamma, gae_lambda):
+        calls.append((gamma, gae_lambda))
+        if gamma == config.ppo.gamma:
+            jax.debug.callback(lambda value: student_last_values.append(np.asarray(value)), last_value)
+        return compute_gae(transitions, last_value, gamma, gae_lambda)
+
+    compute_gae = paired.compute_gae
+    monkeypatch.setattr(paired, "compute_gae", recording)
     gamma, entropy_coefficients = 0.5, {"protagonist": 0.2, "antagonist": 0.2, "teacher": 0.01}
     config = tiny_config(tmp_path, teacher_gamma=gamma, teacher_gae_lambda=1.0, ent_coef=0.2, teacher_ent_coef=0.01)
     functions = paired.make_train(config)
@@ -197,6 +210,8 @@ def test_each_agent_learns_from_its_own_reward_and_settings(tmp_path):
         jax.jit(functions.init)(jax.random.split(jax.random.key(0), config.run.num_seeds))
     )
     metrics = jax.device_get(metrics)
+    assert sorted(set(calls)) == sorted({(config.ppo.gamma, config.ppo.gae_lambda), (gamma, 1.0)})
+    assert student_last_values and all(np.abs(value).max() > 0 for value in student_last_values)
     steps = config.teacher_params.episode_steps
     discount = np.mean([gamma ** (steps - 1 - t) for t in range(steps)])
     assert np.abs(metrics["ued/score"]).max() > 0.01, "the levels are scored"

@@ -187,12 +187,13 @@ def test_each_agent_learns_from_its_own_reward_and_settings(tmp_path, monkeypatc
     - The teacher is rewarded the UED score on its last design step only: with lambda 1 its value targets are the
       discounted score, gamma^(T-1-t) * score, whose mean over steps and envs is mean(score) * mean_t gamma^(T-1-t).
     - Each agent's loss is its policy loss + vf_coef * value loss - its own entropy coefficient * entropy.
-    - The policies by name are the students at their index, `student` the protagonist.
+    - The policies by name are the students at their index, `student` the protagonist, whom the held-out
+      evaluation plays.
     - The students' advantages use --gamma and --gae-lambda and bootstrap from their predicted value of the state
       their rollout ended in; the teacher's use its own, from 0 (its design episode has ended).
     Fails with the score's sign flipped, put on the first step, the teacher's gamma and lambda swapped, either
-    side's entropy coefficient given to the other, or the students' bootstrap zeroed (the mutation trial's survivors
-    of update)."""
+    side's entropy coefficient given to the other, the students' bootstrap zeroed or another student evaluated (the
+    mutation trial's survivors of update)."""
     calls, student_last_values = [], []
 
     def recording(transitions, last_value, gamma, gae_lambda):
@@ -203,6 +204,14 @@ def test_each_agent_learns_from_its_own_reward_and_settings(tmp_path, monkeypatc
 
     compute_gae = paired.compute_gae
     monkeypatch.setattr(paired, "compute_gae", recording)
+    evaluated = []
+    heldout_evaluator = paired.heldout_evaluator
+
+    def recording_evaluator(apply, params_of, *args):
+        evaluated.append(params_of)
+        return heldout_evaluator(apply, params_of, *args)
+
+    monkeypatch.setattr(paired, "heldout_evaluator", recording_evaluator)
     gamma, entropy_coefficients = 0.5, {"protagonist": 0.2, "antagonist": 0.2, "teacher": 0.01}
     config = tiny_config(tmp_path, teacher_gamma=gamma, teacher_gae_lambda=1.0, ent_coef=0.2, teacher_ent_coef=0.01)
     functions = paired.make_train(config)
@@ -225,3 +234,8 @@ def test_each_agent_learns_from_its_own_reward_and_settings(tmp_path, monkeypatc
     for name, index in (("protagonist", 0), ("antagonist", 1), ("student", 0)):
         chosen = functions.policies[name](runner)
         jax.tree.map(lambda x, y, i=index: np.testing.assert_array_equal(x, y[:, i]), chosen, runner.students.params)
+    seed_runner = jax.tree.map(lambda x: x[1], runner)
+    (params_of,) = evaluated
+    jax.tree.map(
+        lambda x, y: np.testing.assert_array_equal(x, y[0]), params_of(seed_runner), seed_runner.students.params
+    )

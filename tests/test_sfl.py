@@ -103,6 +103,23 @@ def test_buffer_picks_reach_every_slot():
     assert set(np.asarray(picked.wall_map.sum(axis=(1, 2))).tolist()) == {0, 1}
 
 
+def test_the_update_plays_fresh_levels_on_its_first_envs_and_buffer_levels_on_the_rest(tmp_path, monkeypatch):
+    """--buffer-fraction 0.25 of 8 envs: the update asks for 6 fresh levels and 2 from the buffer, in that order
+    (the metrics' train_fresh/ and train_buffer/ blocks read them so). Traced only, nothing compiled."""
+    asked = []
+    mixed_levels = sfl.mixed_levels
+
+    def recording(rng, sample_level, buffer, num_fresh, num_buffer):
+        asked.append((num_fresh, num_buffer))
+        return mixed_levels(rng, sample_level, buffer, num_fresh, num_buffer)
+
+    monkeypatch.setattr(sfl, "mixed_levels", recording)
+    config = with_flags(sfl.Config(), **TINY, runs_dir=str(tmp_path), buffer_fraction=0.25)
+    functions = sfl.make_train(config)
+    jax.eval_shape(functions.step, jax.eval_shape(functions.init, jax.random.split(jax.random.key(0), 2)))
+    assert set(asked) == {(6, 2)}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("counted_episodes", [10, 1])
 def test_a_refresh_keeps_the_most_learnable_scored_levels_with_their_p(counted_episodes, tmp_path):

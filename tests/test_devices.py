@@ -1,5 +1,7 @@
 """Placement flags: one-line errors before compiling, and the 4-device suite (tests/multidevice) in a process
-with 4 forced CPU devices (the two-process run on localhost is in tests/test_multi_process.py)."""
+with 4 forced CPU devices (the two-process run on localhost is in tests/test_multi_process.py); when a process
+joins a coordinator; the memory checks against stand-in devices and compiled programs, to the byte; --shard-envs's
+layout constraint."""
 
 import os
 import subprocess
@@ -152,7 +154,7 @@ def test_one_device_more_than_there_are_fails_before_compiling():
 
 @pytest.mark.parametrize("shard_envs", [True, False])
 def test_envs_are_split_across_the_devices_only_with_shard_envs(shard_envs):
-    """The layout constraint is in the traced update whenever envs are split, whatever the number of devices."""
+    """The layout constraint is in the traced split whenever envs are split, whatever the number of devices."""
     placement = Placement(mesh=Mesh(np.array(jax.devices()[:1]), (AXIS,)), shard_envs=shard_envs)
     traced = str(jax.make_jaxpr(placement.split_envs)(jnp.zeros((4, 3))))
     assert ("sharding_constraint" in traced) == shard_envs, traced

@@ -403,10 +403,12 @@ def test_carry_across_updates_starts_each_update_from_the_last_carry(tiny):
 
 
 @pytest.mark.slow
-def test_a_carried_carry_reaches_the_next_update(tiny):
-    """With --carry-across-updates the update starts from the runner's carry, not from a reset: two runners that
-    differ only in it train differently."""
-    config = with_flags(tiny[0], carry_across_updates=True)
+def test_carry_across_updates_plays_the_next_rollout_from_the_runner_s_carry(tiny):
+    """With --carry-across-updates the rollout starts from the runner's carry, not from a reset: two runners that
+    differ only in it train differently. (That the update replays the rollout from that same carry is
+    tests/test_update_replays_the_rollout.py's.)"""
+    config, *_ = tiny
+    config = with_flags(config, carry_across_updates=True)
     functions = dr.make_train(config)
     runner = jax.jit(functions.init)(seed_keys(config))
     other = runner.replace(carry=jax.tree.map(lambda c: c + 0.5, runner.carry))
@@ -417,8 +419,8 @@ def test_a_carried_carry_reaches_the_next_update(tiny):
 
 @pytest.mark.slow
 def test_the_update_s_advantages_use_its_gamma_and_lambda_and_bootstrap_from_the_last_value(tmp_path, monkeypatch):
-    """compute_gae, as the update calls it: --gamma then --gae-lambda (distinct here), and the value of the state
-    the rollout ended in (the network's prediction, not 0) for the steps after it."""
+    """compute_gae, as the update calls it: --gamma then --gae-lambda (distinct here), and a predicted value, not 0,
+    for the steps after the rollout."""
     calls, last_values = [], []
 
     def recording(transitions, last_value, gamma, gae_lambda):

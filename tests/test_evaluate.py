@@ -1,10 +1,12 @@
 """common/evaluate.py without training: a run folder whose checkpoints hold a zero runner state (a valid policy).
 The risk evaluation plays its own maze size, walls and episode limit and records them; its flags are checked
 before anything loads; a checkpoint pruned by the training process while evaluate reads it is replaced by the
-next newest, as happens when evaluating a folder that is still training."""
+next newest, as happens when evaluating a folder that is still training; a run started in the folder while it is
+loaded or evaluated gets nothing written into it; a sweep's lines give each point its own seeds."""
 
 import csv
 import json
+import os
 import subprocess
 import sys
 import types
@@ -92,10 +94,9 @@ def test_a_run_started_in_the_folder_while_its_checkpoint_is_read_is_refused(tmp
     original_read = checkpoint.read_payload
 
     def overwritten_meanwhile(path):
-        saved = run_dir / "config.json"
-        text = saved.read_text()
-        saved.unlink()
-        saved.write_text(text)
+        saved, new = run_dir / "config.json", run_dir / "config.json.new"
+        new.write_text(saved.read_text())
+        os.replace(new, saved)  # a new run's config.json: another file, made while the old one still existed
         return original_read(path)
 
     monkeypatch.setattr(checkpoint, "read_payload", overwritten_meanwhile)

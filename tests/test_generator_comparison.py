@@ -149,8 +149,8 @@ def test_results_are_written_as_the_table_and_one_record_a_line_with_provenance(
 def test_main_tests_every_statistic_of_every_configuration_at_one_family_threshold_and_bolds_the_flagged(
     monkeypatch, capsys, tmp_path
 ):
-    """Two configurations are 14 tests: compare gets that count for each, the header names it, only the changed
-    statistic's p is bold, and --out holds the printed table."""
+    """Two configurations are twice the statistics in tests: compare gets that count for each, the header names it,
+    only the changed statistic's p is bold, and --out holds the printed table."""
     monkeypatch.setattr(
         comparison,
         "minimax_levels",
@@ -163,10 +163,11 @@ def test_main_tests_every_statistic_of_every_configuration_at_one_family_thresho
     monkeypatch.setattr(comparison, "compare", lambda a, b, tests: counts.append(tests) or compare(a, b, tests))
     comparison.main(comparison.Args(configurations=("5:3", "7:8"), levels=2_000, out=tmp_path))
     table = capsys.readouterr().out
-    assert counts == [14, 14]
-    assert f"flagged (**) below {comparison.FAMILY_ALPHA} / 14 tests" in table
+    tests = 2 * len(comparison.STATISTICS)
+    assert counts == [tests, tests]
+    assert f"flagged (**) below {comparison.FAMILY_ALPHA} / {tests} tests" in table
     rows = [line for line in table.splitlines() if line.startswith("| 5x5") or line.startswith("| 7x7")]
-    assert len(rows) == 14
+    assert len(rows) == tests
     assert {row.split(" | ")[1] for row in rows if row.endswith("** |")} == {"agent_dir"}
     assert sum(row.endswith("** |") for row in rows) == 2
     assert (tmp_path / "generator_comparison.md").read_text() == table

@@ -32,7 +32,7 @@ SCRIPTS = [
     [L, L, L, L, L, L, L, L],  # never: times out at 8
     [F, F, NOOP, F, F, F, F, F],  # a step that does nothing: the goal at step 4
     [R, F, L, F, F, F, F, F],  # the row below the goal, into the east wall: never
-    [F, F, F, L, R, F, F, F],  # the goal at step 3, then turns (no episode end) and reaches it again
+    [F, F, F, L, R, F, F, F],  # the goal at step 3; two turns (steps that end nothing), then the goal again
 ]
 MAX_STEPS = len(SCRIPTS[0])
 
@@ -75,9 +75,9 @@ def walk(level, actions: list[int]) -> tuple[list, list, int, float]:
     return positions, directions, length or MAX_STEPS, episode_return
 
 
-def play(apply_params, levels, network, carry, max_steps=MAX_STEPS, rng=0):
+def play(apply_params, levels, network, carry, max_steps=MAX_STEPS):
     return heldout_eval.play_levels(
-        jax.random.key(rng), network.apply, apply_params, carry, levels, EnvParams(max_steps=max_steps), max_steps
+        jax.random.key(0), network.apply, apply_params, carry, levels, EnvParams(max_steps=max_steps), max_steps
     )
 
 
@@ -85,10 +85,8 @@ def test_scripted_attempts_give_plain_python_s_trajectories_lengths_and_first_ep
     level = level_from_text(CORRIDOR)
     levels = jax.tree.map(lambda x: jnp.stack([x] * len(SCRIPTS)), level)
     result = play(jnp.asarray(SCRIPTS), levels, Scripted(), jnp.zeros(len(SCRIPTS), jnp.int32))
-    assert result.agent_pos.shape == (MAX_STEPS, len(SCRIPTS), 2) and result.agent_dir.shape == (
-        MAX_STEPS,
-        len(SCRIPTS),
-    )
+    assert result.agent_pos.shape == (MAX_STEPS, len(SCRIPTS), 2)
+    assert result.agent_dir.shape == (MAX_STEPS, len(SCRIPTS))
     for attempt, actions in enumerate(SCRIPTS):
         positions, directions, length, episode_return = walk(level, actions)
         assert [tuple(p) for p in np.asarray(result.agent_pos[:, attempt]).tolist()] == positions, attempt
@@ -102,13 +100,14 @@ class FixedLogits:
     """Left with probability 0.6, right with 0.4, nothing else."""
 
     def apply(self, params, carry, obs, reset):
-        logits = jnp.full((*reset.shape, NUM_ACTIONS), -1e9).at[..., 0].set(jnp.log(0.6)).at[..., 1].set(jnp.log(0.4))
+        logits = jnp.full((*reset.shape, NUM_ACTIONS), -1e9)
+        logits = logits.at[..., ACTION_LEFT].set(jnp.log(0.6)).at[..., ACTION_RIGHT].set(jnp.log(0.4))
         return carry, logits, jnp.zeros(reset.shape)
 
 
 def test_actions_are_sampled_from_the_policy():
     attempts = 4000
-    levels = jax.tree.map(lambda x: jnp.stack([x] * attempts), level_from_text(CORRIDOR))
+    levels = jax.tree.map(lambda x: jnp.repeat(x[None], attempts, axis=0), level_from_text(CORRIDOR))
     result = play(None, levels, FixedLogits(), None, max_steps=1)
     turned_left = float((np.asarray(result.agent_dir[0]) == 3).mean())  # facing right (0), a left turn faces up
     assert 0.56 < turned_left < 0.64, turned_left  # 0.6 within about five standard deviations

@@ -1,5 +1,5 @@
 """The procedural held-out mazes (envs/heldout.py) against their layout rules, and the agent's glyph and view
-shading in pictures (envs/render.py) against plain-Python geometry.
+shading in pictures (envs/render.py) against plain-Python geometry and the env's view offsets.
 
 Each family is checked against what its docstring promises, re-derived here in plain Python over many keys:
 corridor goals at the inner end of every tooth, one door per arm of FourRooms, exactly `num_crossings` wall lines
@@ -24,7 +24,7 @@ from envs.render import render_level
 @functools.cache
 def sample_levels(name: str, count: int, seed: int = 0):
     """`count` levels of held-out maze `name` from keys split off `key(seed)`, as numpy arrays (cached: each family
-    compiles once per file)."""
+    and count compiles once per file)."""
     maze = HELDOUT_MAZES[name]
     levels = jax.jit(jax.vmap(maze.sample))(jax.random.split(jax.random.key(seed), count))
     return jax.tree.map(np.asarray, levels)
@@ -106,6 +106,7 @@ def test_crossing_has_the_configured_wall_lines_each_crossed_once():
         line_cells[row_lines, :] = True
         line_cells[:, col_lines] = True
         assert not (walls & ~line_cells).any(), "every wall belongs to a wall line"
+        assert (size - 1, size - 1) in free_graph(walls)[2], "the goal is reachable from the start"
     # Start fixed at the top left facing right (+x), goal at the bottom right.
     assert (levels.agent_pos == [0, 0]).all() and (levels.agent_dir == 0).all()
     assert (levels.goal_pos == [size - 1, size - 1]).all()
@@ -170,7 +171,9 @@ GOLDEN_LEVELS = [
 def test_procedural_levels_match_the_recorded_table(name):
     """A regression fixture, recorded at commit c2c6e20 with JAX 0.10.2 from `key(0)` .. `key(3)`: it pins which
     key draws what (the goal, the start, its direction, the search's first cell), which the invariants above cannot
-    see. Re-record it only for a deliberate change of the generators or of JAX's random bits."""
+    see: a draw made with another draw's key (the start's y with its x's key, the agent with the goal's) still gives
+    levels of the right kind, only correlated ones. Re-record it only for a deliberate change of the generators or of
+    JAX's random bits."""
     maze = HELDOUT_MAZES[name]
     levels = jax.tree.map(np.asarray, jax.jit(jax.vmap(maze.sample))(jax.vmap(jax.random.key)(jnp.arange(4))))
     for family, key, agent, agent_dir, goal, wall_hash in GOLDEN_LEVELS:

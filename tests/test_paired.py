@@ -189,8 +189,8 @@ def test_each_agent_learns_from_its_own_reward_and_settings(tmp_path, monkeypatc
     - Each agent's loss is its policy loss + vf_coef * value loss - its own entropy coefficient * entropy.
     - The policies by name are the students at their index, `student` the protagonist, whom the held-out
       evaluation plays.
-    - The students' advantages use --gamma and --gae-lambda and bootstrap from their predicted value of the state
-      their rollout ended in; the teacher's use its own, from 0 (its design episode has ended).
+    - The students' advantages use --gamma and --gae-lambda and bootstrap from a predicted value, not 0; the
+      teacher's use its own gamma and lambda.
     Fails with the score's sign flipped, put on the first step, the teacher's gamma and lambda swapped, either
     side's entropy coefficient given to the other, the students' bootstrap zeroed or another student evaluated (the
     mutation trial's survivors of update)."""

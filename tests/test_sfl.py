@@ -18,7 +18,7 @@ from algos import sfl
 from common.config import with_flags
 from common.errors import ConfigError
 from envs.levels import level_from_text, sample_dr_level
-from envs.maze import EnvParams
+from envs.maze import ACTION_FORWARD, ACTION_LEFT, NUM_ACTIONS, EnvParams
 from tests.states import assert_states_close, newest_state, run_script
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -81,18 +81,21 @@ class ForwardOnlyAfterAReset:
     """A stand-in policy that moves forward on an episode's first step and turns left on every other."""
 
     def apply(self, params, carry, obs, reset):
-        forward = jnp.zeros((*reset.shape, 7)).at[..., 2].set(50.0)
-        return carry, jnp.where(reset[..., None], forward, jnp.zeros_like(forward).at[..., 0].set(50.0)), reset * 0.0
+        forward = jax.nn.one_hot(jnp.full(reset.shape, ACTION_FORWARD), NUM_ACTIONS) * 50.0
+        left = jax.nn.one_hot(jnp.full(reset.shape, ACTION_LEFT), NUM_ACTIONS) * 50.0
+        return carry, jnp.where(reset[..., None], forward, left), reset * 0.0
 
 
 def test_scoring_tells_the_policy_where_each_episode_starts():
-    """The goal two steps ahead is never reached when the policy sees each episode start: it moves once, then turns
-    (p 0). A policy told every step is a start would walk to it (p 1)."""
-    levels = jax.tree.map(lambda x: x[None], level_from_text(">.G.\n....\n....\n...."))
+    """Told each episode's start and nothing else, the policy reaches a goal one step ahead in every episode (p 1)
+    and one two steps ahead in none (it moves once, then turns: p 0). Told only the first start, it would reach the
+    near goal once; told every step is a start, it would walk to the far one."""
+    near, far = level_from_text(">G..\n....\n....\n...."), level_from_text(">.G.\n....\n....\n....")
+    levels = jax.tree.map(lambda *x: jnp.stack(x), near, far)
     _, p = sfl.score_levels(
         jax.random.key(0), ForwardOnlyAfterAReset(), None, levels, EnvParams(max_steps=4), 40, 5, lstm=4, unroll=1
     )
-    np.testing.assert_array_equal(p, [0.0])
+    np.testing.assert_array_equal(p, [1.0, 0.0])
 
 
 def test_buffer_picks_reach_every_slot():

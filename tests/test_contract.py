@@ -1,6 +1,7 @@
 """The driver contract (common/contract.py): every script keeps it; a Config missing a declared piece fails in one
 line before anything compiles; and the pure `train` of `over_seeds` is the run the command line makes, for every
-stop criterion it accepts, refusing the wall-clock one."""
+stop criterion it accepts (a toy's for its slowest seed's budget and its evaluation rows), refusing the wall-clock
+one."""
 
 import importlib
 import importlib.util

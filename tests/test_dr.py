@@ -1,5 +1,6 @@
-"""algos/dr.py: smoke, seed independence, exact resume (also after kill -9), bad input, --help (chunked == one-shot:
-tests/test_contract.py). Tiny configs; the jitted functions are shared per module to keep CPU compiles few."""
+"""algos/dr.py: smoke, seed independence, exact resume (also after kill -9), bad input, --help, the carried LSTM state
+and what the update hands compute_gae (chunked == one-shot: tests/test_contract.py). Tiny configs; the jitted
+functions are shared per module to keep CPU compiles few."""
 
 import csv
 import hashlib

@@ -1,6 +1,7 @@
 """benchmarks/learning/first_divergence.py on synthetic sides: sides drawn alike are never flagged; sides that differ
 from a known window on are flagged from that window, by the test that sees the kind of difference; Holm's adjustment
-against hand-computed values; window values read as the tool says (chunk means, or the buffer at the window's end).
+against hand-computed values; window values read as the tool says (chunk means, or the buffer at the window's end);
+the table's first windows and means.
 Mutation checked by hand: with Holm replaced by the raw p-values, the alike sides are flagged."""
 
 import math

@@ -1,6 +1,6 @@
 """benchmarks/learning/generator_comparison.py on cleanued's own generator: two independent draws pass, a
-deliberately changed generator is flagged on the statistic it changes, and each statistic is what its name says.
-Nothing here runs minimax."""
+deliberately changed generator is flagged on the statistic it changes, each statistic is what its name says, and
+`main` counts every test of every configuration in one threshold. Nothing here runs minimax."""
 
 import json
 

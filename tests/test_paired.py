@@ -1,5 +1,6 @@
 """algos/paired.py: UED scores against plain Python, smoke runs of PAIRED, population PAIRED and the
-minimax adversary, designed-level validity, invalid combinations, exact resume, evaluate any student."""
+minimax adversary, designed-level validity, invalid combinations, exact resume, evaluate any student, and each
+agent's update by identities of what it logs (the teacher's reward and discount, each agent's own settings)."""
 
 import subprocess
 import sys

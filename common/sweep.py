@@ -39,7 +39,15 @@ class Sweep(NamedTuple):
     points: tuple[dict, ...]  # {name: value} of each point, in order (the first list varies slowest)
 
     def label(self, point: int) -> str:
-        return " ".join(f"{name}={self.points[point][name]:g}" for name in self.names)
+        return " ".join(f"{name}={self.points[point][name]:.{self._digits(name)}g}" for name in self.names)
+
+    def _digits(self, name: str) -> int:
+        """Significant digits that print every value of `name` differently: `:g`'s six unless two values agree in
+        those (the report pools points by label); 17 tell any two floats apart."""
+        values = {point[name] for point in self.points}
+        return next(
+            digits for digits in range(6, 18) if len({f"{value:.{digits}g}" for value in values}) == len(values)
+        )
 
 
 def parse_sweep(specs: tuple[str, ...], zipped: bool) -> Sweep | None:

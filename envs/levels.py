@@ -33,7 +33,7 @@ def sample_cell(rng: jax.Array, allowed: jax.Array) -> jax.Array:
 
 
 def sample_dr_level(rng: jax.Array, height: int = 13, width: int = 13, n_walls: int = 60) -> Level:
-    """The DR generator (docs/amaze.md): `n_walls` cells uniform *with replacement* (about 50.7 distinct for
+    """The DR generator (docs/amaze.md): `n_walls` cells uniform *with replacement* (about 50.6 distinct for
     60 on 13x13), then the agent on a free cell, a uniform direction, the goal on another free cell.
     Levels are not checked for solvability. `n_walls=0` gives ACCEL's empty starting mazes."""
     rng_walls, rng_agent, rng_dir, rng_goal = jax.random.split(rng, 4)

@@ -52,12 +52,15 @@ SIMPLE = """
 
 def assert_dr_distribution(levels, n_walls: int = 60) -> None:
     """13x13 levels (leading axis N, a few thousand) look drawn by DR's generator: the mean number of distinct
-    walls, agent and goal on free distinct cells, every cell about equally often (chi-square over 169 cells),
-    and every direction."""
+    walls, every cell a wall about as often as any other, agent and goal on free distinct cells, every cell about
+    equally often (chi-square over 169 cells), and every direction."""
     walls = np.asarray(jax.vmap(wall_count)(levels))
     expected = 169 * (1 - (168 / 169) ** n_walls)  # distinct cells among n_walls draws with replacement
     assert abs(walls.mean() - expected) < 4 * walls.std() / np.sqrt(len(walls)), walls.mean()
     wall_maps = np.asarray(levels.wall_map)
+    wall_rate = expected / 169  # the chance that a given cell is a wall, the same for every cell
+    deviation = np.abs(wall_maps.mean(axis=0) - wall_rate)  # [13, 13]
+    assert deviation.max() < 5 * np.sqrt(wall_rate * (1 - wall_rate) / len(walls)), deviation.max()
     agent, goal = np.asarray(levels.agent_pos), np.asarray(levels.goal_pos)
     index = np.arange(len(walls))
     assert not wall_maps[index, agent[:, 1], agent[:, 0]].any()
@@ -97,6 +100,46 @@ def test_mutator_invariants():
     assert not np.asarray(jax.vmap(levels_equal)(children, parents)).all()
 
 
+def test_a_single_edit_is_a_no_op_a_wall_flip_or_a_goal_move_to_a_free_cell():
+    """`mutate_level` with one edit on 512 DR levels, each child against its parent: unchanged, or one wall bit
+    flipped on a cell that is neither goal nor agent (the goal kept), or the goal moved to a cell that was free in the
+    parent and is not the agent (the walls kept); the agent never moves, and each kind comes about a third of the
+    time."""
+    parents = jax.vmap(sample_dr_level)(jax.random.split(jax.random.key(21), 512))
+    children = jax.jit(jax.vmap(mutate_level, (0, 0, None)), static_argnums=2)(
+        jax.random.split(jax.random.key(22), 512), parents, 1
+    )
+    np.testing.assert_array_equal(children.agent_pos, parents.agent_pos)
+    parents, children = jax.tree.map(np.asarray, parents), jax.tree.map(np.asarray, children)
+    kinds = {"unchanged": 0, "flip": 0, "move": 0}
+    for i in range(512):
+        parent_walls, child_walls = parents.wall_map[i], children.wall_map[i]
+        agent = tuple(parents.agent_pos[i].tolist())
+        old_goal, new_goal = tuple(parents.goal_pos[i].tolist()), tuple(children.goal_pos[i].tolist())
+        changed = [(int(x), int(y)) for y, x in np.argwhere(parent_walls != child_walls)]
+        if not changed and old_goal == new_goal:
+            kinds["unchanged"] += 1
+        elif old_goal == new_goal:
+            assert len(changed) == 1 and changed[0] not in (old_goal, agent), (i, changed)
+            kinds["flip"] += 1
+        else:
+            assert not changed, f"level {i}: a goal move changed walls {changed}"
+            assert not parent_walls[new_goal[1], new_goal[0]] and new_goal != agent, (i, new_goal)
+            kinds["move"] += 1
+    assert min(kinds.values()) > 512 / 3 * 0.75, kinds
+
+
+def test_levels_equal_ignores_only_the_start_direction():
+    """Equal to itself turned another way; unequal once the agent, the goal or one wall differs."""
+    level = level_from_text(SIMPLE)
+    assert bool(levels_equal(level, level.replace(agent_dir=jnp.int32(2))))
+    moved_agent = level.replace(agent_pos=jnp.array([0, 1], jnp.int32))
+    moved_goal = level.replace(goal_pos=jnp.array([3, 2], jnp.int32))
+    added_wall = level.replace(wall_map=level.wall_map.at[2, 3].set(True))
+    for changed in (moved_agent, moved_goal, added_wall):
+        assert not bool(levels_equal(level, changed)) and not bool(levels_equal(changed, level))
+
+
 def test_apply_edit_types():
     level = level_from_text(SIMPLE)
     assert bool(levels_equal(apply_edit(level, jnp.int32(0), jnp.int32(5)), level))
@@ -132,6 +175,7 @@ def test_teacher_episode_invariants():
     for i in range(128):
         validate_level(jax.tree.map(lambda x, i=i: x[i], levels))
     assert 40 < float(jax.vmap(wall_count)(levels).mean()) < 55
+    assert np.bincount(np.asarray(levels.agent_dir), minlength=4).min() >= 16, "start directions uniform over four"
 
 
 def test_teacher_moves_agent_off_the_goal():
@@ -149,6 +193,29 @@ def test_teacher_moves_agent_off_the_goal():
     agent_cells = np.asarray(levels.agent_pos[:, 1] * 13 + levels.agent_pos[:, 0])
     assert not np.isin(agent_cells, [5, 6, 7]).any(), "relocated onto a wall or the goal"
     assert len(set(agent_cells.tolist())) > 20, "relocation must be random"
+
+
+def test_teacher_relocates_an_agent_on_the_goal_to_the_only_free_cell_and_clears_a_wall_under_it():
+    """2 x 2 designs, 64 keys each: walls on cells 0 and 1, the goal on cell 2, then the agent on the goal: cell 3,
+    the one cell neither wall nor goal, takes the agent every time. The agent on wall cell 1 instead stays there
+    and clears that wall; the goal and the other wall stay as placed."""
+    params = teacher.TeacherParams(height=2, width=2, n_walls=2)
+
+    @jax.jit
+    @functools.partial(jax.vmap, in_axes=(0, None))
+    def design(rng, agent_cell):
+        _, state = teacher.reset(rng, params)
+        for action in (0, 1, 2, agent_cell):
+            rng, rng_step = jax.random.split(rng)
+            _, state, _ = teacher.step(rng_step, state, action, params)
+        return teacher.to_level(state)
+
+    keys = jax.random.split(jax.random.key(9), 64)
+    for agent_cell, walls, agent in [(2, [[1, 1], [0, 0]], [1, 1]), (1, [[1, 0], [0, 0]], [1, 0])]:
+        levels = design(keys, jnp.int32(agent_cell))
+        np.testing.assert_array_equal(levels.wall_map, np.broadcast_to(np.array(walls, bool), (64, 2, 2)))
+        np.testing.assert_array_equal(levels.goal_pos, np.broadcast_to([0, 1], (64, 2)))
+        np.testing.assert_array_equal(levels.agent_pos, np.broadcast_to(agent, (64, 2)))
 
 
 def test_fixed_heldout_mazes_match_reference(heldout_json):
@@ -209,6 +276,11 @@ def test_ascii_round_trip_and_errors():
         validate_level(make_level(np.eye(3, dtype=bool), (2, 1), (0, 0), 0))
     with pytest.raises(ValueError, match="goal_pos .* is outside the 3x3 grid"):
         validate_level(make_level(np.zeros((3, 3), bool), (3, 1), (0, 0), 0))
+    with pytest.raises(ValueError, match=r"agent and goal are both at \(1, 2\)"):
+        validate_level(make_level(np.zeros((3, 3), bool), (1, 2), (1, 2), 0))
+    with pytest.raises(ValueError, match="agent_dir must be 0..3, got 4"):
+        validate_level(make_level(np.zeros((3, 3), bool), (2, 1), (0, 0), 4))
+    validate_level(make_level(np.zeros((3, 3), bool), (2, 1), (0, 0), 3))
 
 
 @pytest.mark.slow
@@ -226,19 +298,22 @@ def test_jit_vmap_shapes_and_sizes():
 def test_each_episode_starts_on_the_next_fresh_level():
     """Against a plain-Python account of which level each episode plays: episodes end every 2 steps (max_steps 2),
     each starts on the env's next fresh level with that level's first observation, and an env that has used all
-    of its 3 levels starts over at its first."""
+    of its 3 levels starts over at its first, flagging `info["reused_level"]` on exactly the done steps whose next
+    episode plays a level played before."""
     params = EnvParams(max_steps=2)
     levels = jax.vmap(functools.partial(sample_dr_level, height=5, width=5, n_walls=4))(
         jax.random.split(jax.random.key(4), 3)
     )
     obs, state = reset_to_fresh_levels(None, levels, params)
     step_env = jax.jit(functools.partial(step_and_next_level, params=params))
-    expected_level, episodes = 0, 1
+    expected_level, episodes, played = 0, 1, {0}
     for step_index in range(9):
-        obs, state, _, done, _ = step_env(None, state, jnp.int32(0))  # turning never reaches the goal
+        obs, state, _, done, info = step_env(None, state, jnp.int32(0))  # turning never reaches the goal
         assert bool(done) == (step_index % 2 == 1)
         if done:
             expected_level, episodes = episodes % 3, episodes + 1
+        assert bool(info["reused_level"]) == (bool(done) and expected_level in played)
+        played.add(expected_level)
         level = jax.tree.map(lambda x, i=expected_level: x[i], levels)
         assert bool(levels_equal(state.env.level, level)) and int(state.started) == episodes
         if done:
@@ -334,6 +409,96 @@ def test_step_turns_and_blocks():
     _, state, reward, done, info = step(jax.random.key(0), state, jnp.int32(2), params)  # into the goal
     assert bool(done) and bool(info["success"]) and state.agent_pos.tolist() == [2, 0]
     assert float(reward) == pytest.approx(1 - 0.9 * 7 / 10)
+
+
+FACING = [(1, 0), (0, 1), (-1, 0), (0, -1)]
+"""docs/amaze.md's directions written out: 0 = +x (right), 1 = +y (down), 2 = -x (left), 3 = -y (up)."""
+
+
+def python_view(walls, goal, pos, direction, size: int) -> np.ndarray:
+    """The uint8 egocentric view of docs/amaze.md with see_agent: `image[r, c]` is the cell `size-1-r` ahead and
+    `c - size//2` to the right; outside the interior reads as wall; the agent's own cell is (10, 0, direction)."""
+    height, width = walls.shape
+    (ahead_x, ahead_y), (right_x, right_y) = FACING[direction], FACING[(direction + 1) % 4]
+    image = np.zeros((size, size, 3), np.uint8)
+    for row in range(size):
+        for column in range(size):
+            ahead, right = size - 1 - row, column - size // 2
+            x, y = pos[0] + ahead * ahead_x + right * right_x, pos[1] + ahead * ahead_y + right * right_y
+            if (x, y) == goal:
+                image[row, column] = (8, 1, 0)
+            elif not (0 <= x < width and 0 <= y < height) or walls[y, x]:
+                image[row, column] = (2, 5, 0)
+            else:
+                image[row, column] = (1, 0, 0)
+    image[size - 1, size // 2] = (10, 0, direction)
+    return image
+
+
+def python_step_and_restart(walls, goal, start, state, action: int, max_steps: int):
+    """One step of docs/amaze.md's maze, then a restart at `start` on done: ((pos, direction, time), reward, done,
+    success). Turns change the direction; forward into the goal succeeds with the agent staying put; forward onto a
+    free interior cell moves; anything else keeps the cell."""
+    height, width = walls.shape
+    (x, y), direction, time = state
+    success = False
+    if action == 0:
+        direction = (direction - 1) % 4
+    elif action == 1:
+        direction = (direction + 1) % 4
+    elif action == 2:
+        ahead = (x + FACING[direction][0], y + FACING[direction][1])
+        if ahead == goal:
+            success = True
+        elif 0 <= ahead[0] < width and 0 <= ahead[1] < height and not walls[ahead[1], ahead[0]]:
+            x, y = ahead
+    time += 1
+    done = success or time >= max_steps
+    reward = 1 - 0.9 * time / max_steps if success else 0.0
+    return (start if done else ((x, y), direction, time)), reward, done, success
+
+
+def test_step_and_restart_match_a_plain_python_maze_on_non_square_levels():
+    """16 DR levels of 5 x 8 cells (one side longer, so swapped x and y bounds show), each played for 60 random
+    actions (every one of the seven) with restarts on done, step by step against `python_step_and_restart` and
+    `python_view`: position, direction, reward, done, success and the (see_agent, uint8) observation, the restarted
+    episode's first after a done. The rollouts reach the goal, time out and walk where a 5 x 5 grid has no cells."""
+    height, width, max_steps, num_steps = 5, 8, 20, 60
+    params = EnvParams(max_steps=max_steps, agent_view_size=5, see_agent=True, normalize_obs=False)
+    levels = jax.vmap(lambda rng: sample_dr_level(rng, height, width, 8))(jax.random.split(jax.random.key(13), 16))
+    actions = np.random.default_rng(13).choice(7, size=(16, num_steps), p=[0.2, 0.2, 0.44, 0.04, 0.04, 0.04, 0.04])
+
+    def play(level, level_actions):
+        first_obs, state = reset_to_level(None, level, params)
+
+        def one_step(state, action):
+            obs, state, reward, done, info = step_and_restart(None, state, action, params)
+            return state, (obs.image, obs.agent_dir, state.agent_pos, state.agent_dir, reward, done, info["success"])
+
+        return first_obs.image, jax.lax.scan(one_step, state, level_actions)[1]
+
+    first_images, outputs = jax.jit(jax.vmap(play))(levels, jnp.asarray(actions, jnp.int32))
+    images, obs_dirs, positions, directions, rewards, dones, successes = map(np.asarray, outputs)
+    levels = jax.tree.map(np.asarray, levels)
+    visited = set()
+    for i in range(16):
+        walls, goal = levels.wall_map[i], tuple(levels.goal_pos[i].tolist())
+        start = (tuple(levels.agent_pos[i].tolist()), int(levels.agent_dir[i]), 0)
+        np.testing.assert_array_equal(first_images[i], python_view(walls, goal, start[0], start[1], 5))
+        state = start
+        for t in range(num_steps):
+            state, reward, done, success = python_step_and_restart(walls, goal, start, state, actions[i, t], max_steps)
+            (x, y), direction, _ = state
+            visited.add((x, y))
+            assert (positions[i, t].tolist(), int(directions[i, t])) == ([x, y], direction), (i, t)
+            assert (bool(dones[i, t]), bool(successes[i, t])) == (done, success), (i, t)
+            assert float(rewards[i, t]) == pytest.approx(reward, rel=1e-6), (i, t)
+            assert int(obs_dirs[i, t]) == direction, (i, t)
+            np.testing.assert_array_equal(
+                images[i, t], python_view(walls, goal, (x, y), direction, 5), err_msg=f"{i} {t}"
+            )
+    assert successes.any() and (dones & ~successes).any(), "the rollouts must both reach the goal and time out"
+    assert any(x >= height for x, _ in visited), "the rollouts must reach cells a square grid would not have"
 
 
 def test_pictures_stay_readable():

@@ -1,10 +1,12 @@
 """--sweep (common/sweep.py): the grid's points; a point of a 2-point x 2-seed sweep equals the same config run alone
 with those seeds, in every script; a name a sweep cannot take is refused in one line before a folder is made; a
-resumed sweep equals it uninterrupted; evaluate and report name each point. Mutation checked by hand: with
-`with_values` leaving the config as it is (every point trains the unswept value), the per-script equality fails for
-the point whose value differs."""
+resumed sweep equals it uninterrupted; evaluate and report name each point; the pieces (the names a sweep may take,
+each point's config, the refusal's message, entry keys, per-point stops) are checked alone. Mutation checked by
+hand: with `with_values` leaving the config as it is (every point trains the unswept value), the per-script equality
+fails for the point whose value differs."""
 
 import csv
+import dataclasses
 import importlib
 import json
 import math
@@ -12,12 +14,14 @@ import sys
 import types
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from algos import dr
 from common import devices, sweep
-from common.config import check_resumable, flags_of, parse_command_line, with_flags
+from common.config import check_resumable, flag, flags_of, parse_command_line, with_flags
+from common.contract import FINITE_METRIC
 from common.errors import ConfigError, DoesNotFit
 from common.runs import RunLog, WandbLogger
 from tests.states import assert_states_close, newest_state, run_script
@@ -57,6 +61,13 @@ def test_points_are_the_product_or_the_zip_of_the_lists():
     assert grid.names == ("lr", "temperature") and len(grid.points) == 6
     assert grid.points[0] == {"lr": 1e-4, "temperature": 0.1} and grid.points[1] == {"lr": 1e-4, "temperature": 0.3}
     assert grid.label(5) == "lr=0.0003 temperature=1"
+    close = sweep.parse_sweep(("lr=1e-4,1.000001e-4", "gamma=0.99,0.995"), zipped=False)
+    assert [close.label(point) for point in range(4)] == [
+        "lr=0.0001 gamma=0.99",
+        "lr=0.0001 gamma=0.995",
+        "lr=0.0001000001 gamma=0.99",
+        "lr=0.0001000001 gamma=0.995",
+    ]
     paired = sweep.parse_sweep(("lr=1e-4,3e-4", "--ent-coef=0,0.01"), zipped=True)
     assert paired.points == ({"lr": 1e-4, "ent_coef": 0.0}, {"lr": 3e-4, "ent_coef": 0.01})
     assert sweep.parse_sweep((), zipped=False) is None
@@ -75,6 +86,7 @@ def test_each_sweep_flag_adds_a_name():
         (("lr=1e-4,x",), False, "every value must be a number"),
         (("lr=1e-4,1e-4",), False, "a value twice"),
         (("lr=1e-4,1.000000001e-4",), False, "a value twice"),
+        (("lr=1e-50,1e-4",), False, "--lr must be 0 or .* in size"),
         (("lr=1e-4", "lr=3e-4"), False, "twice: give its values in one list"),
         (("lr=1e-4,3e-4", "gamma=0.9"), True, "they need one length"),
         ((), True, "give --sweep too"),
@@ -83,6 +95,102 @@ def test_each_sweep_flag_adds_a_name():
 def test_malformed_sweeps_are_one_line_errors(specs, zipped, fragment):
     with pytest.raises(ConfigError, match=fragment):
         sweep.parse_sweep(specs, zipped)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunGroup:
+    train_seconds: float = 60.0
+    num_seeds: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class PpoGroup:
+    lr: float = 3e-4
+    num_envs: int = 4
+    anneal_lr: bool = True
+    max_grad_norm: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ScriptConfig:
+    """A script's config in miniature: a method field, then its PPO and run groups."""
+
+    temperature: float = 0.3
+    ppo: PpoGroup = PpoGroup()
+    run: RunGroup = RunGroup()
+
+
+def test_a_sweep_may_name_the_plain_floats_outside_the_run_settings():
+    """Of a script's fields, the floats of its own and its PPO settings, in order: not an int, a bool or an optional
+    float, and not a float of the run settings (a stop criterion, no hyperparameter)."""
+    assert sweep.float_fields(ScriptConfig()) == ["temperature", "lr"]
+
+
+def test_with_values_sets_the_named_fields_of_a_copy_and_point_configs_validate_each_point():
+    """`with_values` returns a copy holding the values in the named fields, the other fields and the config it was
+    given unchanged; `point_configs` gives each point its config, or a one-line error naming the point out of range."""
+    config = dr.Config()
+    unswept = flags_of(config)
+    changed = sweep.with_values(config, {"lr": 0.5, "gamma": 0.25})
+    assert flags_of(changed) == {**unswept, "lr": 0.5, "gamma": 0.25}
+    assert flags_of(config) == unswept, "the config given, and the defaults its groups share, stay as they were"
+    grid = sweep.parse_sweep(("lr=1e-4,3e-4", "gamma=0.9,0.99"), zipped=True)
+    assert [(point.ppo.lr, point.ppo.gamma) for point in sweep.point_configs(config, grid)] == [
+        (1e-4, 0.9),
+        (3e-4, 0.99),
+    ]
+    with pytest.raises(ConfigError, match=r"^--sweep point 1 \(lr=-1\): --lr must be positive"):
+        sweep.point_configs(config, sweep.parse_sweep(("lr=1e-4,-1",), zipped=False))
+
+
+@pytest.mark.parametrize(
+    ("specs", "message"),
+    [
+        (("gamma=0.9,0.99",), "--sweep --gamma changes a shape or a branch, or is not a float"),
+        (("lr=1e-4,3e-4", "nope=1,2"), "--sweep --nope is not a setting of this script"),
+        (("gamma=0.9,0.99", "nope=1,2"), "--sweep --nope is not a setting of this script"),
+        (("num_envs=4,8",), "--sweep --num-envs changes a shape or a branch, or is not a float"),
+    ],
+)
+def test_a_refused_name_is_named_with_every_name_that_traces(monkeypatch, specs, message):
+    """With tracing stood in for (every float traces but --gamma), `check_sweepable` passes names that trace and
+    refuses the first name that is no setting, or else the first that is no float or does not trace, listing every
+    candidate that traces, in order."""
+    config = dr.Config()
+    monkeypatch.setattr(sweep, "traces", lambda config, make_train, names: "gamma" not in names)
+    sweep.check_sweepable(config, None, sweep.parse_sweep(("lr=1e-4,3e-4", "ent_coef=0,0.01"), zipped=False))
+    takes = ", ".join(flag(name) for name in sweep.float_fields(config) if name != "gamma")
+    with pytest.raises(ConfigError) as refused:
+        sweep.check_sweepable(config, None, sweep.parse_sweep(specs, zipped=False))
+    assert str(refused.value) == f"{message}; a sweep can take {takes}"
+
+
+def test_entry_p_times_seeds_plus_s_starts_from_seed_s_key_and_stops_with_its_point():
+    """A sweep's entries hold point p's seed s at p * num_seeds + s: the keys tiled over points start each entry from
+    its seed's key; an entry stops once every seed of its point has reached the budget (3 here)."""
+    keys = jax.random.split(jax.random.key(0), 3)
+    np.testing.assert_array_equal(
+        jax.random.key_data(sweep._tile_keys(keys, 2)), np.concatenate([jax.random.key_data(keys)] * 2)
+    )
+    updates = np.array([3, 2, 4, 3, 1, 1])  # two seeds per point: point 0 has a seed short of 3, point 1 none
+    np.testing.assert_array_equal(sweep.stopped_entries(updates, 3, 2), [False, False, True, True, False, False])
+
+
+def test_a_stopped_point_keeps_its_state_and_reports_a_chunk_not_run():
+    """`stopping_each_point` on a stand-in step that counts updates: a point whose seeds all reached the budget keeps
+    its state and reports a chunk not run (NaN for a float metric, 0 for an integer one, True for the finite flag);
+    the other point steps and reports the step's own metrics."""
+
+    def counting_step(runner):
+        metrics = {"loss": jnp.full(4, 0.5), FINITE_METRIC: jnp.zeros(4, bool), "count": jnp.ones(4, jnp.int32)}
+        return runner + 1, metrics
+
+    stepped = sweep.stopping_each_point(counting_step, lambda runner: runner, budget=2, num_seeds=2)
+    runner, metrics = stepped(jnp.array([2, 3, 1, 2]))
+    np.testing.assert_array_equal(runner, [2, 3, 2, 3])
+    np.testing.assert_array_equal(metrics["loss"], [np.nan, np.nan, 0.5, 0.5])
+    np.testing.assert_array_equal(metrics[FINITE_METRIC], [True, True, False, False])
+    np.testing.assert_array_equal(metrics["count"], [0, 0, 1, 1])
 
 
 def config_of(name: str, tmp_path, **flags):

@@ -14,7 +14,7 @@ kept.
 Cost: one data-dependent branch, the warm-up. Each update is one rollout of 3 x `num_envs` envs, one
 GAE, one PPO update on `num_envs` envs (a lax.cond on warm: skipped during warm-up at one seed, computed
 and dropped when vmapped over seeds), one buffer update, one insertion pass over 3 x `num_envs` levels
-(replay-block entries skipped once warm) and one mutation of `num_envs` levels.
+(a replayed level updates its own slot) and one mutation of `num_envs` levels.
 Diff against: algos/plr_parallel.py.
 
     python algos/accel_parallel.py --num-seeds 2 --run-name accel_parallel_demo

@@ -11,7 +11,7 @@ too, and no PPO step is kept. There is no replay probability: every warm update 
 Cost: one data-dependent branch, the warm-up. Each update is one rollout of 2 x `num_envs` envs, one
 GAE, one PPO update on `num_envs` envs (a lax.cond on warm: skipped during warm-up at one seed, computed
 and dropped when vmapped over seeds), one buffer update and one insertion pass over 2 x `num_envs`
-levels (replay-block entries skipped once warm).
+levels (a replayed level updates its own slot).
 Diff against: algos/plr.py.
 
     python algos/plr_parallel.py --num-seeds 2 --run-name plr_parallel_demo

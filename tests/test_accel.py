@@ -1,6 +1,8 @@
-"""algos/accel.py: a mutation update follows every replay update, mutants enter the buffer one generation
-deeper than their parents, only replay updates change the policy, the mutation criteria pick what they
-say, and resume (buffer and pending mutation included) is exact."""
+"""algos/accel.py: a mutation update follows every replay update, edits the levels that update replayed and ages no
+slot, mutants enter the buffer one generation deeper than their parents, only replay updates change the policy,
+the mutation criteria pick what they say, and resume (buffer and pending mutation included) is exact."""
+
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -8,10 +10,12 @@ import numpy as np
 import pytest
 
 from algos import accel
+from common import level_buffer
 from common.config import with_flags
 from common.errors import ConfigError
 from envs.levels import levels_equal, sample_dr_level
 from tests.states import assert_states_close, newest_state, run_script
+from tests.test_plr import same_levels, seed_buffer
 
 TINY = dict(
     num_seeds=2,
@@ -47,6 +51,7 @@ def test_mutation_follows_replay_and_mutants_enter_the_buffer(tmp_path):
     assert (metrics["level_new/walls"][replayed + mutated == 0] == 0).all(), "new levels are empty mazes"
     assert (metrics["level_mutant/walls"][mutated == 1] > 0).all(), "20 edits on a 5x5 maze add walls"
     assert np.isnan(metrics["level_mutant/walls"][mutated == 0]).all()
+    assert np.isnan(metrics["level_new/walls"][mutated == 1]).all(), "mutants are not new levels"
     assert (metrics["buffer/mutant_generation"][mutated == 1] >= 1).all()
     assert (metrics["buffer/max_mutations"][:, -1] >= 1).all(), "mutants must be inserted"
     generations = runner.buffer.mutations[runner.buffer.filled]
@@ -55,25 +60,171 @@ def test_mutation_follows_replay_and_mutants_enter_the_buffer(tmp_path):
     assert np.isnan(metrics["ppo/loss"][replayed == 0]).all(), "new and mutation updates report no step"
 
 
-@pytest.mark.slow
-def test_only_replay_updates_change_the_policy(tmp_path):
-    config = tiny_config(tmp_path, num_seeds=2, log_interval=1, total_updates=12, checkpoint_interval=1)
+class Updates(NamedTuple):
+    """A tiny run driven one update per chunk, so the state can be compared before and after every update."""
+
+    config: accel.Config
+    runners: list  # the runner state before each update, then after the last (host copies)
+    metrics: dict  # every metric, [seeds, updates]
+
+
+@pytest.fixture(scope="module")
+def tiny_updates(tmp_path_factory) -> Updates:
+    """12 updates of 2 seeds, one update per chunk; 3 edits per mutant (so a mutant stays close to its parent) of the
+    2 highest-scoring levels of each replay batch (the hard criterion)."""
+    config = tiny_config(
+        tmp_path_factory.mktemp("accel"),
+        log_interval=1,
+        total_updates=12,
+        checkpoint_interval=1,
+        num_edits=3,
+        mutation_criterion="hard",
+        mutation_subsample_size=2,
+    )
     functions = accel.make_train(config)
-    runner = jax.jit(functions.init)(jax.random.split(jax.random.key(1), config.run.num_seeds))
     step = jax.jit(functions.step)
-    kinds = set()
+    runner = jax.jit(functions.init)(jax.random.split(jax.random.key(1), config.run.num_seeds))
+    runners, per_update = [jax.device_get(runner)], []
     for _ in range(config.run.total_updates):
-        before = runner.train_state.params
         runner, metrics = step(runner)
-        for seed in range(config.run.num_seeds):
-            changed = any(
-                bool((x[seed] != y[seed]).any())
-                for x, y in zip(jax.tree.leaves(before), jax.tree.leaves(runner.train_state.params), strict=True)
+        runners.append(jax.device_get(runner))
+        per_update.append(jax.device_get(metrics))
+    return Updates(config, runners, jax.tree.map(lambda *m: np.concatenate(m, axis=1), *per_update))
+
+
+class Cycle(NamedTuple):
+    """One update of one seed: its kind ("new", "replay" or "mutation"), the runner states (all seeds) before and
+    after it, and that seed's buffer before and after it."""
+
+    seed: int
+    update: int
+    kind: str
+    runner_before: accel.RunnerState
+    runner_after: accel.RunnerState
+    before: level_buffer.LevelBuffer
+    after: level_buffer.LevelBuffer
+
+    @property
+    def where(self) -> str:
+        return f"seed {self.seed} update {self.update} ({self.kind})"
+
+
+def cycles(updates: Updates):
+    """Every update of every seed, as a `Cycle`."""
+    replayed, mutated = (updates.metrics[f"buffer/{kind}_fraction"] == 1 for kind in ("replay", "mutation"))
+    for seed in range(updates.config.run.num_seeds):
+        for update in range(updates.config.run.total_updates):
+            kind = "replay" if replayed[seed, update] else "mutation" if mutated[seed, update] else "new"
+            before, after = updates.runners[update], updates.runners[update + 1]
+            yield Cycle(seed, update, kind, before, after, seed_buffer(before, seed), seed_buffer(after, seed))
+
+
+def of_seed(levels, seed: int):
+    return jax.tree.map(lambda x: np.asarray(x[seed]), levels)
+
+
+def params_changed(before, after, seed: int) -> bool:
+    leaves = zip(jax.tree.leaves(before.train_state.params), jax.tree.leaves(after.train_state.params), strict=True)
+    return any(bool((x[seed] != y[seed]).any()) for x, y in leaves)
+
+
+@pytest.mark.slow
+def test_only_replay_updates_change_the_policy(tiny_updates):
+    kinds = set()
+    for cycle in cycles(tiny_updates):
+        kinds.add(cycle.kind)
+        changed = params_changed(cycle.runner_before, cycle.runner_after, cycle.seed)
+        assert changed == (cycle.kind == "replay"), cycle.where
+    assert kinds == {"new", "replay", "mutation"}, "new, replay and mutation updates all ran"
+
+
+def slots_holding(buffer, levels) -> list[np.ndarray]:
+    """For each of `levels` (numpy leaves [n, ...]), the filled slots of `buffer` holding it (walls, goal, agent)."""
+    return [
+        np.flatnonzero(
+            buffer.filled
+            & (buffer.levels.wall_map == levels.wall_map[index]).all((1, 2))
+            & (buffer.levels.goal_pos == levels.goal_pos[index]).all(1)
+            & (buffer.levels.agent_pos == levels.agent_pos[index]).all(1)
+        )
+        for index in range(levels.wall_map.shape[0])
+    ]
+
+
+@pytest.mark.slow
+def test_a_replay_update_leaves_its_hardest_levels_as_parents(tiny_updates):
+    """The hard criterion (2 of 4): after each replay update the pending parents are levels it drew from the buffer
+    (their slots restarted their ages), with those slots' generations, 2 distinct levels repeated in turn; where the
+    4 draws were 4 distinct slots (each slot's stored score is then its one play's), they are the 2 highest-scoring."""
+    config = tiny_updates.config
+    num_envs, subsample = config.ppo.num_envs, config.mutation_subsample_size
+    distinct_draws = 0
+    for cycle in cycles(tiny_updates):
+        if cycle.kind != "replay":
+            continue
+        seed, after, buffer, where = cycle.seed, cycle.runner_after, cycle.after, cycle.where
+        slots = slots_holding(buffer, of_seed(after.mutation_parents, seed))
+        assert all(len(slot) == 1 for slot in slots), f"{where}: a parent is not a buffer level"
+        parent_slots = np.concatenate(slots)
+        drawn = cycle.before.filled & (buffer.ages < num_envs)
+        assert drawn[parent_slots].all(), f"{where}: a parent was not drawn"
+        np.testing.assert_array_equal(after.mutation_parent_generations[seed], buffer.mutations[parent_slots], where)
+        np.testing.assert_array_equal(parent_slots, np.tile(parent_slots[:subsample], num_envs // subsample), where)
+        if drawn.sum() == num_envs:
+            distinct_draws += 1
+            others = np.flatnonzero(drawn & ~np.isin(np.arange(drawn.size), parent_slots))
+            assert buffer.scores[parent_slots].min() >= buffer.scores[others].max(), where
+    assert distinct_draws > 0, "some replay update drew 4 distinct slots"
+
+
+@pytest.mark.slow
+def test_mutants_edit_the_parents_and_go_one_generation_deeper(tiny_updates):
+    """A mutation update plays edits of the parents the replay update before it left: every slot it writes holds a
+    level with a parent's agent position and direction, walls at most --num-edits cells apart from that parent's,
+    and that parent's generation plus 1; buffer/mutant_generation is the parents' mean generation plus 1."""
+    config, metrics = tiny_updates.config, tiny_updates.metrics
+    mutants = deep_parents = 0
+    for cycle in cycles(tiny_updates):
+        if cycle.kind != "mutation":
+            continue
+        buffer_before, buffer_after, where = cycle.before, cycle.after, cycle.where
+        parents = of_seed(cycle.runner_before.mutation_parents, cycle.seed)
+        generations = cycle.runner_before.mutation_parent_generations[cycle.seed]
+        deep_parents += int((generations >= 1).any())
+        np.testing.assert_allclose(
+            metrics["buffer/mutant_generation"][cycle.seed, cycle.update], generations.mean() + 1
+        )
+        for slot in np.flatnonzero(buffer_after.filled & ~same_levels(buffer_before, buffer_after)):
+            mutants += 1
+            edited_from = (
+                (parents.agent_pos == buffer_after.levels.agent_pos[slot]).all(1)
+                & (parents.agent_dir == buffer_after.levels.agent_dir[slot])
+                & ((parents.wall_map != buffer_after.levels.wall_map[slot]).sum((1, 2)) <= config.num_edits)
+                & (generations + 1 == buffer_after.mutations[slot])
             )
-            replay = bool(metrics["buffer/replay_fraction"][seed, 0])
-            kinds.add((replay, bool(metrics["buffer/mutation_fraction"][seed, 0])))
-            assert changed == replay
-    assert kinds == {(False, False), (True, False), (False, True)}, "new, replay and mutation updates all ran"
+            assert edited_from.any(), f"{where}: slot {slot} holds no mutant of a parent"
+    assert mutants > 0 and deep_parents > 0, "mutants entered the buffer, and some were mutated again"
+
+
+@pytest.mark.slow
+def test_a_mutation_update_ages_no_slot(tiny_updates):
+    """A mutation cycle does not age the buffer (minimax samples no levels for it); a new-level cycle ages every
+    filled slot by the num_envs levels it plays."""
+    num_envs = tiny_updates.config.ppo.num_envs
+    for cycle in cycles(tiny_updates):
+        before, after = cycle.before, cycle.after
+        if cycle.kind != "replay":
+            aged = before.ages + (num_envs if cycle.kind == "new" else 0)
+            np.testing.assert_array_equal(after.ages[before.filled], aged[before.filled], cycle.where)
+
+
+@pytest.mark.slow
+def test_mutation_metrics_describe_the_filled_slots(tiny_updates):
+    for cycle in cycles(tiny_updates):
+        generations = cycle.after.mutations[cycle.after.filled]
+        for key, value in (("mean_mutations", generations.mean()), ("max_mutations", generations.max())):
+            logged = tiny_updates.metrics[f"buffer/{key}"][cycle.seed, cycle.update]
+            np.testing.assert_allclose(logged, value, rtol=1e-6, err_msg=f"{key} {cycle.where}")
 
 
 def test_mutation_criteria_pick_by_score():
@@ -107,6 +258,10 @@ def test_resume_with_a_pending_mutation_equals_uninterrupted(tmp_path):
         (
             dict(mutation_criterion="easy", mutation_subsample_size=3),
             "--mutation-subsample-size \\(3\\) must divide --num-envs \\(4\\) for the easy criterion",
+        ),
+        (
+            dict(mutation_criterion="hard", mutation_subsample_size=3),
+            "--mutation-subsample-size \\(3\\) must divide --num-envs \\(4\\) for the hard criterion",
         ),
         (
             dict(mutation_criterion="hard", mutation_subsample_size=0),

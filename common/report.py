@@ -738,9 +738,10 @@ def sweep_figure(out: Path, methods: list[Method], confidence: float) -> tuple[P
         axis.set_xticks(swept_values, [f"{value:g}" for value in swept_values], fontsize=8)
         axis.set(xlabel=flag(name), ylabel="held-out solve rate (mean over mazes)", ylim=(0, 1))
         axis.legend(fontsize=8)
-    base, point, mean, _, seeds = results[best]
+    base, best_sweep, best_point = swept[best].sweep_point
+    _, _, mean, _, seeds = results[best]
     best_line = (
-        f"best point: {base} {' '.join(f'{name}={point[name]:g}' for name in names)}, held-out solve rate "
+        f"best point: {base} {best_sweep.label(best_point)}, held-out solve rate "
         f"{mean:.3f} (mean over mazes and {seeds} seeds)"
     )
     # About 70 characters of 9-point text fit across a 5-inch panel.

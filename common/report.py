@@ -75,7 +75,7 @@ from common.config import (  # noqa: E402
 )
 from common.errors import ConfigError
 from common.runs import one_line_errors  # noqa: E402
-from common.sweep import parse_sweep  # noqa: E402
+from common.sweep import parse_sweep, value_text  # noqa: E402
 
 EVALUATION = re.compile(r"^evaluate_(\d+)_(\d{8}-\d{6})\.csv$")
 RISK = re.compile(r"^risk_(\d+)_(\d{8}-\d{6})\.csv$")
@@ -729,13 +729,15 @@ def sweep_figure(out: Path, methods: list[Method], confidence: float) -> tuple[P
             y = [mean for _, mean, _ in entries]
             low = [mean - (bounds[0] if bounds else mean) for _, mean, bounds in entries]
             high = [(bounds[1] if bounds else mean) - mean for _, mean, bounds in entries]
-            label = " ".join([base, *(f"{other}={value:g}" for other, value in zip(others, key, strict=True))])
+            label = " ".join(
+                [base, *(f"{other}={value_text(value)}" for other, value in zip(others, key, strict=True))]
+            )
             axis.errorbar(x, y, yerr=[low, high], marker="o", capsize=3, label=label)
         swept_values = sorted({values[name] for _, values, *_ in results})
         if min(swept_values) > 0 and max(swept_values) / min(swept_values) >= 10:
             axis.set_xscale("log")
             axis.minorticks_off()
-        axis.set_xticks(swept_values, [f"{value:g}" for value in swept_values], fontsize=8)
+        axis.set_xticks(swept_values, [value_text(value) for value in swept_values], fontsize=8)
         axis.set(xlabel=flag(name), ylabel="held-out solve rate (mean over mazes)", ylim=(0, 1))
         axis.legend(fontsize=8)
     base, best_sweep, best_point = swept[best].sweep_point

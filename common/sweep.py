@@ -17,6 +17,7 @@ config, so --lr and --max-grad-norm sweep too; outside the program every entry h
 import copy
 import dataclasses
 import itertools
+import math
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -39,15 +40,18 @@ class Sweep(NamedTuple):
     points: tuple[dict, ...]  # {name: value} of each point, in order (the first list varies slowest)
 
     def label(self, point: int) -> str:
-        return " ".join(f"{name}={self.points[point][name]:.{self._digits(name)}g}" for name in self.names)
+        return " ".join(f"{name}={value_text(self.points[point][name])}" for name in self.names)
 
-    def _digits(self, name: str) -> int:
-        """Significant digits that print every value of `name` differently: `:g`'s six unless two values agree in
-        those (the report pools points by label); 17 tell any two floats apart."""
-        values = {point[name] for point in self.points}
-        return next(
-            digits for digits in range(6, 18) if len({f"{value:.{digits}g}" for value in values}) == len(values)
-        )
+
+def value_text(value: float) -> str:
+    """A swept value as labels print it: `:g`'s six significant digits, or as many more as give back the float32 the
+    program trains with (nine always do). The same text in every folder (the report pools points by label), and
+    distinct within a sweep, whose values are distinct float32s."""
+    for digits in range(6, 9):
+        text = f"{value:.{digits}g}"
+        if np.float32(float(text)) == np.float32(value):
+            return text
+    return f"{value:.9g}"
 
 
 def parse_sweep(specs: tuple[str, ...], zipped: bool) -> Sweep | None:
@@ -67,7 +71,9 @@ def parse_sweep(specs: tuple[str, ...], zipped: bool) -> Sweep | None:
         try:
             values = [float(value) for value in text.split(",")]
         except ValueError:
-            raise ConfigError(f"--sweep {spec!r}: every value must be a number") from None
+            raise ConfigError(f"--sweep {spec!r}: every value must be a finite number") from None
+        if not all(math.isfinite(value) for value in values):
+            raise ConfigError(f"--sweep {spec!r}: every value must be a finite number")
         for value in values:
             too_wide, message = compiled_width_problem(name, value, Range())
             if too_wide:
@@ -169,19 +175,21 @@ def tracing_names(config, make_train: Callable, names: tuple[str, ...]) -> list[
 
 
 def check_sweepable(config, make_train: Callable, sweep: Sweep) -> None:
-    """A one-line error for a name that is no field, or no float, or changes a shape or a branch, listing the names a
-    sweep can take (those are found by tracing each, only when one is refused)."""
+    """A one-line error for the first name that is no field, or else the first that is no float or changes a shape or
+    a branch, listing the names a sweep can take (those are found by tracing each, only when one is refused)."""
     fields = _groups(config)
     candidates = float_fields(config)
-    bad = [name for name in sweep.names if name not in candidates]
-    if not bad and traces(config, make_train, sweep.names):
+    if set(sweep.names) <= set(candidates) and traces(config, make_train, sweep.names):
         return
     sweepable = set(tracing_names(config, make_train, tuple(candidates)))
-    bad = bad or [name for name in sweep.names if name not in sweepable]
     takes = ", ".join(flag(name) for name in candidates if name in sweepable)
-    unknown = [name for name in bad if name not in fields]
-    what = "is not a setting of this script" if unknown else "changes a shape or a branch, or is not a float"
-    raise ConfigError(f"--sweep {flag(bad[0])} {what}; a sweep can take {takes}")
+    unknown = [name for name in sweep.names if name not in fields]
+    if unknown:
+        raise ConfigError(f"--sweep {flag(unknown[0])} is not a setting of this script; a sweep can take {takes}")
+    refused = next(name for name in sweep.names if name not in sweepable)
+    raise ConfigError(
+        f"--sweep {flag(refused)} changes a shape or a branch, or is not a float; a sweep can take {takes}"
+    )
 
 
 class _Metadata(NamedTuple):

@@ -592,12 +592,16 @@ def sweep_folder(root: Path, name: str, script: str, spec: str, solve_rates: lis
     return folder
 
 
-def test_sweep_points_that_agree_in_six_digits_stay_two_methods(tmp_path, capsys):
+def test_sweep_points_that_agree_in_six_digits_stay_two_methods(tmp_path, monkeypatch, capsys):
     """A sweep of lr=1e-4 and 1.000001e-4 (distinct float32 values that `:g` prints alike) reports two methods with
-    their own seeds' solve rates, and the best point's line names the better one."""
+    their own seeds' solve rates, the figure's ticks tell them apart, and the best point's line names the better
+    one."""
     folder = sweep_folder(tmp_path, "dr_close", "algos/dr.py", "lr=1e-4,1.000001e-4", [[0.2, 0.4], [0.6, 0.8]])
     out = tmp_path / "out"
+    saved = keep_figures(monkeypatch)
     main(args_for(folder, out=out, resamples=200))
+    (axis,) = saved["sweep.png"].axes
+    assert [tick.get_text() for tick in axis.get_xticklabels()] == ["0.0001", "0.0001000001"]
     rows = [row for row in csv.DictReader(open(out / "summary.csv")) if row["maze"] == MAZES[0]]
     assert {row["method"]: float(row["mean"]) for row in rows} == pytest.approx(
         {"dr lr=0.0001": 0.3, "dr lr=0.0001000001": 0.7}

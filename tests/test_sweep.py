@@ -68,6 +68,8 @@ def test_points_are_the_product_or_the_zip_of_the_lists():
         "lr=0.0001000001 gamma=0.99",
         "lr=0.0001000001 gamma=0.995",
     ]
+    alone = sweep.parse_sweep(("lr=1.000001e-4,3e-4",), zipped=False)
+    assert [alone.label(point) for point in range(2)] == ["lr=0.0001000001", "lr=0.0003"], "a value's own digits"
     paired = sweep.parse_sweep(("lr=1e-4,3e-4", "--ent-coef=0,0.01"), zipped=True)
     assert paired.points == ({"lr": 1e-4, "ent_coef": 0.0}, {"lr": 3e-4, "ent_coef": 0.01})
     assert sweep.parse_sweep((), zipped=False) is None
@@ -83,7 +85,9 @@ def test_each_sweep_flag_adds_a_name():
     ("specs", "zipped", "fragment"),
     [
         (("lr",), False, "give NAME=V1,V2"),
-        (("lr=1e-4,x",), False, "every value must be a number"),
+        (("lr=1e-4,x",), False, "every value must be a finite number"),
+        (("lr=nan,nan",), False, "every value must be a finite number"),
+        (("lr=1e-4,inf",), False, "every value must be a finite number"),
         (("lr=1e-4,1e-4",), False, "a value twice"),
         (("lr=1e-4,1.000000001e-4",), False, "a value twice"),
         (("lr=1e-50,1e-4",), False, "--lr must be 0 or .* in size"),
@@ -150,12 +154,14 @@ def test_with_values_sets_the_named_fields_of_a_copy_and_point_configs_validate_
         (("lr=1e-4,3e-4", "nope=1,2"), "--sweep --nope is not a setting of this script"),
         (("gamma=0.9,0.99", "nope=1,2"), "--sweep --nope is not a setting of this script"),
         (("num_envs=4,8",), "--sweep --num-envs changes a shape or a branch, or is not a float"),
+        (("num_envs=4,8", "nope=1,2"), "--sweep --nope is not a setting of this script"),
+        (("gamma=0.9,0.99", "num_envs=4,8"), "--sweep --gamma changes a shape or a branch, or is not a float"),
     ],
 )
 def test_a_refused_name_is_named_with_every_name_that_traces(monkeypatch, specs, message):
     """With tracing stood in for (every float traces but --gamma), `check_sweepable` passes names that trace and
-    refuses the first name that is no setting, or else the first that is no float or does not trace, listing every
-    candidate that traces, in order."""
+    refuses the first name that is no setting, or else the first (in the order given) that is no float or does not
+    trace, listing every candidate that traces, in order."""
     config = dr.Config()
     monkeypatch.setattr(sweep, "traces", lambda config, make_train, names: "gamma" not in names)
     sweep.check_sweepable(config, None, sweep.parse_sweep(("lr=1e-4,3e-4", "ent_coef=0,0.01"), zipped=False))

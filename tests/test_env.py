@@ -11,6 +11,10 @@ import pytest
 from envs import teacher
 from envs.heldout import FIXED_MAZES, HELDOUT_MAZES, get_heldout_maze
 from envs.levels import (
+    EDIT_FLIP_WALL,
+    EDIT_MOVE_GOAL,
+    EDIT_NO_OP,
+    _mutate_once,
     apply_edit,
     is_solvable,
     level_from_text,
@@ -52,8 +56,8 @@ SIMPLE = """
 
 def assert_dr_distribution(levels, n_walls: int = 60) -> None:
     """13x13 levels (leading axis N, a few thousand) look drawn by DR's generator: the mean number of distinct
-    walls, every cell a wall about as often as any other, agent and goal on free distinct cells, every cell about
-    equally often (chi-square over 169 cells), and every direction."""
+    walls, every cell a wall about as often as any other, agent and goal on free distinct cells, the agent and the
+    goal each on every cell about equally often (chi-square over 169 cells), and every direction."""
     walls = np.asarray(jax.vmap(wall_count)(levels))
     expected = 169 * (1 - (168 / 169) ** n_walls)  # distinct cells among n_walls draws with replacement
     assert abs(walls.mean() - expected) < 4 * walls.std() / np.sqrt(len(walls)), walls.mean()
@@ -130,14 +134,31 @@ def test_a_single_edit_is_a_no_op_a_wall_flip_or_a_goal_move_to_a_free_cell():
 
 
 def test_levels_equal_ignores_only_the_start_direction():
-    """Equal to itself turned another way; unequal once the agent, the goal or one wall differs."""
-    level = level_from_text(SIMPLE)
+    """Equal to itself turned another way; unequal once the agent or the goal moves along either axis, or one wall
+    differs."""
+    level = level_from_text(SIMPLE)  # agent at (1, 1), goal at (3, 0)
     assert bool(levels_equal(level, level.replace(agent_dir=jnp.int32(2))))
-    moved_agent = level.replace(agent_pos=jnp.array([0, 1], jnp.int32))
-    moved_goal = level.replace(goal_pos=jnp.array([3, 2], jnp.int32))
+    moved_agents = [level.replace(agent_pos=jnp.array(pos, jnp.int32)) for pos in ([0, 1], [1, 2])]
+    moved_goals = [level.replace(goal_pos=jnp.array(pos, jnp.int32)) for pos in ([2, 0], [3, 2])]
     added_wall = level.replace(wall_map=level.wall_map.at[2, 3].set(True))
-    for changed in (moved_agent, moved_goal, added_wall):
+    for changed in (*moved_agents, *moved_goals, added_wall):
         assert not bool(levels_equal(level, changed)) and not bool(levels_equal(changed, level))
+
+
+def test_an_edit_moves_the_goal_only_to_a_free_cell_and_flips_only_other_cells():
+    """A 2 x 2 level, cells numbered y * 2 + x: the agent on cell 0, the goal on cell 1, a wall on cell 2. Over 64
+    single edits (`_mutate_once`, which also returns its edit), a goal move always takes cell 3, the only free cell
+    that is neither goal nor agent, and a flip only cell 2 or 3; each kind and both flipped cells occur."""
+    level = make_level(np.array([[False, False], [True, False]]), (1, 0), (0, 0), 0)
+    children, (kinds, cells) = jax.jit(jax.vmap(_mutate_once, (None, 0)))(
+        level, jax.random.split(jax.random.key(5), 64)
+    )
+    kinds, cells = np.asarray(kinds), np.asarray(cells)
+    moves, flips = kinds == EDIT_MOVE_GOAL, kinds == EDIT_FLIP_WALL
+    assert (cells[moves] == 3).all(), cells[moves]
+    np.testing.assert_array_equal(np.asarray(children.goal_pos)[moves], np.broadcast_to([1, 1], (moves.sum(), 2)))
+    assert set(cells[flips].tolist()) == {2, 3}
+    assert moves.any() and (kinds == EDIT_NO_OP).any()
 
 
 def test_apply_edit_types():

@@ -8,6 +8,7 @@ test from inside the compiled program, so the test can recompute from plain defi
 played, what the buffer was offered and what the metrics say."""
 
 import collections
+import functools
 from typing import NamedTuple
 
 import jax
@@ -36,6 +37,8 @@ TINY = dict(
 MODULES = [plr_parallel, accel_parallel]
 SPIED_UPDATES_TO_FILL = 2
 """The spied run's buffer holds two updates' levels (`spied_config`) and warms up only once full."""
+SPIED_CALLS = ("rollout", "ppo_update", "sample_replay", "insert_many")
+"""The call sites `spied_run` records once per seed and update."""
 
 
 def tiny_config(module, tmp_path, **overrides):
@@ -55,14 +58,16 @@ def params_changed(before, after, seed) -> bool:
 
 class Update(NamedTuple):
     """One update of the spied run, on the host: the runner state before and after it (leaves [S, ...]), its
-    metrics ({key: [S]}), what each spied function was called with ({name: one record per seed, in seed order})
-    and every RNG key the update consumed (key data [2] each, any seed)."""
+    metrics ({key: [S]}), what each spied function was called with ({name: one record per seed, in seed order}),
+    the keys handed to the level generator and the mutator (key data [2], one per level, any seed and order) and the
+    levels the generator made (one Level each, any seed and order)."""
 
     before: object
     after: object
     metrics: dict
     calls: dict
     keys: list
+    generated: list
 
 
 def key_data(rng) -> jax.Array:
@@ -86,6 +91,7 @@ def record_rollout(result, rng, network, params, start, *_):
     transitions = result[0]
     return dict(
         key=key_data(rng),
+        first_params=jax.tree.leaves(params)[0],
         levels=start.env_state.level,
         done=transitions.done,
         reward=transitions.reward,
@@ -136,13 +142,18 @@ def spied_run(request, tmp_path_factory):
     """(module, config, [Update] per update) of a tiny 2-seed run driven update by update, as the driver does."""
     module = request.param
     config = spied_config(module, tmp_path_factory.mktemp("runs"))
-    calls, keys = collections.defaultdict(list), []
+    calls, keys, generated = collections.defaultdict(list), [], []
 
     def call_site(name):
         return lambda values: calls[name].append(jax.device_get(values))
 
-    def first_key(result, rng, *args, **kwargs):
-        return key_data(rng)
+    def record_key(result, rng, *args, **kwargs):
+        return dict(key=key_data(rng), level=result)
+
+    def on_level_call(values, made_by_generator):
+        keys.append(np.asarray(values["key"]))
+        if made_by_generator:
+            generated.append(jax.device_get(values["level"]))
 
     with pytest.MonkeyPatch.context() as patch:
         for owner, name, record in [
@@ -153,23 +164,30 @@ def spied_run(request, tmp_path_factory):
         ]:
             patch.setattr(owner, name, spy(getattr(owner, name), record, call_site(name)))
         # The generator (bound when make_train runs) and the mutator take one key per level; their records are
-        # only counted and compared, so their order under the nested vmaps does not matter.
+        # only counted and looked up, so their order under the nested vmaps does not matter.
         for name in ("sample_dr_level", "mutate_level"):
             if hasattr(module, name):
-                patch.setattr(
-                    module, name, spy(getattr(module, name), first_key, lambda key: keys.append(np.asarray(key)))
-                )
+                on_call = functools.partial(on_level_call, made_by_generator=name == "sample_dr_level")
+                patch.setattr(module, name, spy(getattr(module, name), record_key, on_call))
         functions = module.make_train(config)
         runner = jax.device_get(jax.jit(functions.init)(jax.random.split(jax.random.key(0), config.run.num_seeds)))
         step = jax.jit(functions.step)
         updates = []
-        for _ in range(config.run.total_updates):
+        for number in range(config.run.total_updates):
             calls.clear()
             keys.clear()
+            generated.clear()
             after, metrics = jax.device_get(step(runner))
             jax.effects_barrier()
+            # One record per seed at each call site, in seed order: each seed's rollout got that seed's parameters.
+            assert {name: len(records) for name, records in calls.items()} == dict.fromkeys(
+                SPIED_CALLS, config.run.num_seeds
+            )
+            for seed, record in enumerate(calls["rollout"]):
+                first_params = jax.tree.leaves(runner.train_state.params)[0][seed]
+                np.testing.assert_array_equal(record["first_params"], first_params, err_msg=f"update {number}")
             metrics = {key: value[:, 0] for key, value in metrics.items()}
-            updates.append(Update(runner, after, metrics, dict(calls), list(keys)))
+            updates.append(Update(runner, after, metrics, dict(calls), list(keys), list(generated)))
             runner = after
     return module, config, updates
 
@@ -276,6 +294,10 @@ def test_the_replay_block_plays_the_drawn_slots_and_ppo_trains_on_it(spied_run):
                     (getattr(replay_levels, field) != getattr(new_levels, field)).any()
                     for field in ("wall_map", "goal_pos", "agent_pos")
                 ), "the stand-ins are other fresh levels"
+                made_now = {level_key(jax.tree.map(lambda x: x[None], level), 0) for level in update.generated}
+                assert all(level_key(replay_levels, env) in made_now for env in range(num_envs)), (
+                    f"{message}: the stand-ins are this update's fresh levels, not the buffer's"
+                )
             if module is accel_parallel:
                 # The mutator flips walls and moves the goal, never the agent: a mutant starts where its parent does.
                 mutants = in_block(played["levels"], 2, num_envs)
@@ -446,7 +468,8 @@ def test_no_key_is_drawn_twice(spied_run):
             call["key"] for name in ("rollout", "sample_replay", "ppo_update") for call in update.calls[name]
         ]
         keys += list(jax.random.key_data(update.after.rng))
-    # Per seed and update: a key per level generated or mutated, then replay, rollout, PPO and the next update's.
+    # Per seed and update: a key per level generated (new levels and stand-ins, generated warm or not) or mutated,
+    # then replay, rollout, PPO and the next update's.
     assert len(keys) == len(updates) * config.run.num_seeds * (config.num_blocks * config.ppo.num_envs + 4)
     assert len({bytes(np.asarray(key, np.uint32)) for key in keys}) == len(keys)
 

@@ -46,6 +46,7 @@ from envs.render import (
     save_gif,
     save_png,
 )
+from tests.plain_maze import goal_reward, python_step, python_view
 
 SIMPLE = """
     #..G
@@ -432,51 +433,15 @@ def test_step_turns_and_blocks():
     assert float(reward) == pytest.approx(1 - 0.9 * 7 / 10)
 
 
-FACING = [(1, 0), (0, 1), (-1, 0), (0, -1)]
-"""docs/amaze.md's directions written out: 0 = +x (right), 1 = +y (down), 2 = -x (left), 3 = -y (up)."""
-
-
-def python_view(walls, goal, pos, direction, size: int) -> np.ndarray:
-    """The uint8 egocentric view of docs/amaze.md with see_agent: `image[r, c]` is the cell `size-1-r` ahead and
-    `c - size//2` to the right; outside the interior reads as wall; the agent's own cell is (10, 0, direction)."""
-    height, width = walls.shape
-    (ahead_x, ahead_y), (right_x, right_y) = FACING[direction], FACING[(direction + 1) % 4]
-    image = np.zeros((size, size, 3), np.uint8)
-    for row in range(size):
-        for column in range(size):
-            ahead, right = size - 1 - row, column - size // 2
-            x, y = pos[0] + ahead * ahead_x + right * right_x, pos[1] + ahead * ahead_y + right * right_y
-            if (x, y) == goal:
-                image[row, column] = (8, 1, 0)
-            elif not (0 <= x < width and 0 <= y < height) or walls[y, x]:
-                image[row, column] = (2, 5, 0)
-            else:
-                image[row, column] = (1, 0, 0)
-    image[size - 1, size // 2] = (10, 0, direction)
-    return image
-
-
 def python_step_and_restart(walls, goal, start, state, action: int, max_steps: int):
-    """One step of docs/amaze.md's maze, then a restart at `start` on done: ((pos, direction, time), reward, done,
-    success). Turns change the direction; forward into the goal succeeds with the agent staying put; forward onto a
-    free interior cell moves; anything else keeps the cell."""
-    height, width = walls.shape
-    (x, y), direction, time = state
-    success = False
-    if action == 0:
-        direction = (direction - 1) % 4
-    elif action == 1:
-        direction = (direction + 1) % 4
-    elif action == 2:
-        ahead = (x + FACING[direction][0], y + FACING[direction][1])
-        if ahead == goal:
-            success = True
-        elif 0 <= ahead[0] < width and 0 <= ahead[1] < height and not walls[ahead[1], ahead[0]]:
-            x, y = ahead
+    """One step of the plain-Python maze, then a restart at `start` on done: ((pos, direction, time), reward, done,
+    success)."""
+    position, direction, time = state
+    position, direction, success = python_step(walls, goal, position, direction, action)
     time += 1
     done = success or time >= max_steps
-    reward = 1 - 0.9 * time / max_steps if success else 0.0
-    return (start if done else ((x, y), direction, time)), reward, done, success
+    reward = goal_reward(time, max_steps) if success else 0.0
+    return (start if done else (position, direction, time)), reward, done, success
 
 
 def test_step_and_restart_match_a_plain_python_maze_on_non_square_levels():

@@ -18,7 +18,8 @@ from common import heldout_eval
 from common.config import with_flags
 from envs.heldout import HELDOUT_MAZES, HeldoutMaze
 from envs.levels import level_from_text
-from envs.maze import ACTION_FORWARD, ACTION_LEFT, ACTION_RIGHT, DIR_TO_VEC, NUM_ACTIONS, EnvParams
+from envs.maze import ACTION_FORWARD, ACTION_LEFT, ACTION_RIGHT, NUM_ACTIONS, EnvParams
+from tests.plain_maze import goal_reward, python_step
 
 CORRIDOR = """
     >..G
@@ -50,26 +51,15 @@ class Scripted:
 
 def walk(level, actions: list[int]) -> tuple[list, list, int, float]:
     """Plain Python: positions and directions after each step (the base env never resets: a success leaves the
-    agent in front of the goal), and the first episode's length and return (1 - 0.9 t / max_steps on reaching
-    the goal at step t)."""
+    agent in front of the goal), and the first episode's length and return."""
     walls = np.asarray(level.wall_map)
-    height, width = walls.shape
     position, direction = tuple(int(v) for v in level.agent_pos), int(level.agent_dir)
     goal = tuple(int(v) for v in level.goal_pos)
     positions, directions, length, episode_return = [], [], None, 0.0
     for t, action in enumerate(actions, start=1):
-        if action == ACTION_LEFT:
-            direction = (direction - 1) % 4
-        elif action == ACTION_RIGHT:
-            direction = (direction + 1) % 4
-        elif action == ACTION_FORWARD:
-            dx, dy = DIR_TO_VEC[direction]
-            target = (min(max(position[0] + dx, 0), width - 1), min(max(position[1] + dy, 0), height - 1))
-            if target == goal:
-                if length is None:
-                    length, episode_return = t, 1 - 0.9 * t / MAX_STEPS
-            elif not walls[target[1], target[0]]:
-                position = target
+        position, direction, reached = python_step(walls, goal, position, direction, action)
+        if reached and length is None:
+            length, episode_return = t, goal_reward(t, MAX_STEPS)
         positions.append(position)
         directions.append(direction)
     return positions, directions, length or MAX_STEPS, episode_return

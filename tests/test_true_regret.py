@@ -12,16 +12,15 @@ import pytest
 from common import ued_scores
 from envs.levels import level_from_text, optimal_return, optimal_steps, sample_dr_level
 from envs.maze import (
-    ACTION_FORWARD,
     ACTION_LEFT,
     ACTION_RIGHT,
-    DIR_TO_VEC,
     EnvParams,
     goal_reward,
     reset_to_level,
     step,
     step_and_restart,
 )
+from tests.plain_maze import FORWARD, TURN_LEFT, TURN_RIGHT, python_step
 
 HAND_MADE = {
     "straight ahead": ([">..G"], 3),
@@ -44,28 +43,24 @@ HAND_MADE = {
 
 
 def python_shortest(level) -> tuple[int, list[int]]:
-    """(steps, actions) of a shortest way to the goal by breadth-first search over (x, y, direction), with the
-    env's rules written out: turns keep the cell, forward moves onto a free cell, forward into the goal ends."""
+    """(steps, actions) of a shortest way to the goal by breadth-first search over (x, y, direction), each move a
+    step of the plain-Python maze."""
     walls = np.asarray(level.wall_map)
-    height, width = walls.shape
     goal = tuple(np.asarray(level.goal_pos).tolist())
-    start = (*np.asarray(level.agent_pos).tolist(), int(level.agent_dir))
+    start = (tuple(np.asarray(level.agent_pos).tolist()), int(level.agent_dir))
     parents = {start: None}
     queue = deque([start])
     while queue:
-        x, y, direction = state = queue.popleft()
-        dx, dy = DIR_TO_VEC[direction]
-        ahead = (x + dx, y + dy)
-        if ahead == goal:
-            actions = [ACTION_FORWARD]
-            while parents[state] is not None:
-                state, action = parents[state]
-                actions.append(action)
-            return len(actions), actions[::-1]
-        moves = [((x, y, (direction - 1) % 4), ACTION_LEFT), ((x, y, (direction + 1) % 4), ACTION_RIGHT)]
-        if 0 <= ahead[0] < width and 0 <= ahead[1] < height and not walls[ahead[1], ahead[0]]:
-            moves.append(((*ahead, direction), ACTION_FORWARD))
-        for following, action in moves:
+        state = queue.popleft()
+        for action in (TURN_LEFT, TURN_RIGHT, FORWARD):
+            position, direction, reached = python_step(walls, goal, *state, action)
+            if reached:
+                actions = [action]
+                while parents[state] is not None:
+                    state, previous = parents[state]
+                    actions.append(previous)
+                return len(actions), actions[::-1]
+            following = (position, direction)
             if following not in parents:
                 parents[following] = (state, action)
                 queue.append(following)

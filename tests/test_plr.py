@@ -3,6 +3,7 @@ both, each update keeps the buffer as minimax's PLRManager does (ages, outcome c
 resume (buffer included) is exact."""
 
 import csv
+import functools
 from typing import NamedTuple
 
 import jax
@@ -299,12 +300,14 @@ def test_the_budget_counts_student_updates(tmp_path, capsys):
 
 
 class Rollout(NamedTuple):
+    """The transition fields `level_scores` reads."""
+
     reward: jax.Array  # [T, B]
     done: jax.Array
     value: jax.Array
 
 
-@pytest.mark.parametrize("score_function", ["max_mc", "pvl", "l1_value_loss", "learnability"])
+@pytest.mark.parametrize("score_function", ["max_mc", "pvl", "l1_value_loss", "learnability", "true_regret"])
 def test_every_score_function_keeps_the_max_return_maxmc_would(score_function):
     """What a slot keeps as its max return does not depend on the score function: the larger of the stored one and
     this rollout's best with running_max, else this rollout's best; unchanged where no episode finished. Three envs
@@ -313,8 +316,20 @@ def test_every_score_function_keeps_the_max_return_maxmc_would(score_function):
     reward = jnp.where(done, jnp.array([0.5, 0.9, 0.0]), 0.0)
     rollout = Rollout(reward, done, jnp.zeros((4, 3)))
     before = level_buffer.LevelHistory(jnp.array([0.8, 0.3, 0.6]), jnp.zeros(3), jnp.zeros(3))
+    levels = jax.vmap(functools.partial(sample_dr_level, height=3, width=3, n_walls=0))(
+        jax.random.split(jax.random.key(0), 3)
+    )
     for running_max, expected in ((True, [0.8, 0.9, 0.6]), (False, [0.5, 0.9, 0.6])):
-        _, history = plr.level_scores(rollout, jnp.zeros((4, 3)), None, before, score_function, running_max, 1.0, 8)
+        _, history = plr.level_scores(
+            rollout,
+            jnp.zeros((4, 3)),
+            levels,
+            before,
+            score_function,
+            running_max,
+            learnability_decay=1.0,
+            max_steps=8,
+        )
         np.testing.assert_allclose(history.max_return, expected, err_msg=f"running_max={running_max}")
 
 

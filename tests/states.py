@@ -37,6 +37,17 @@ def assert_states_close(a, b, rtol: float = 0.0, atol: float = 0.0) -> None:
         np.testing.assert_allclose(np.asarray(leaf_a), np.asarray(leaf_b), rtol=rtol, atol=atol)
 
 
+def for_seed(tree, seed: int):
+    """One seed's part of a batched state or tree, as numpy leaves."""
+    return jax.tree.map(lambda x: np.asarray(x[seed]), tree)
+
+
+def params_changed(before, after, seed: int) -> bool:
+    """Whether one seed's parameters differ between two batched parameter trees."""
+    leaves = zip(jax.tree.leaves(before), jax.tree.leaves(after), strict=True)
+    return any(bool((x[seed] != y[seed]).any()) for x, y in leaves)
+
+
 def run_script(module, config) -> Path:
     """Run `config` through the shared driver, as `python algos/<module>.py` would; returns the run folder."""
     script = f"algos/{module.__name__.split('.')[-1]}.py"

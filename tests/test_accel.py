@@ -14,8 +14,8 @@ from common import level_buffer
 from common.config import with_flags
 from common.errors import ConfigError
 from envs.levels import levels_equal, sample_dr_level
-from tests.states import assert_states_close, newest_state, run_script
-from tests.test_plr import same_levels, seed_buffer
+from tests.states import assert_states_close, for_seed, newest_state, params_changed, run_script
+from tests.test_plr import same_levels
 
 TINY = dict(
     num_seeds=2,
@@ -115,16 +115,7 @@ def cycles(updates: Updates):
         for update in range(updates.config.run.total_updates):
             kind = "replay" if replayed[seed, update] else "mutation" if mutated[seed, update] else "new"
             before, after = updates.runners[update], updates.runners[update + 1]
-            yield Cycle(seed, update, kind, before, after, seed_buffer(before, seed), seed_buffer(after, seed))
-
-
-def of_seed(levels, seed: int):
-    return jax.tree.map(lambda x: np.asarray(x[seed]), levels)
-
-
-def params_changed(before, after, seed: int) -> bool:
-    leaves = zip(jax.tree.leaves(before.train_state.params), jax.tree.leaves(after.train_state.params), strict=True)
-    return any(bool((x[seed] != y[seed]).any()) for x, y in leaves)
+            yield Cycle(seed, update, kind, before, after, for_seed(before.buffer, seed), for_seed(after.buffer, seed))
 
 
 @pytest.mark.slow
@@ -132,7 +123,8 @@ def test_only_replay_updates_change_the_policy(tiny_updates):
     kinds = set()
     for cycle in cycles(tiny_updates):
         kinds.add(cycle.kind)
-        changed = params_changed(cycle.runner_before, cycle.runner_after, cycle.seed)
+        before, after = cycle.runner_before.train_state.params, cycle.runner_after.train_state.params
+        changed = params_changed(before, after, cycle.seed)
         assert changed == (cycle.kind == "replay"), cycle.where
     assert kinds == {"new", "replay", "mutation"}, "new, replay and mutation updates all ran"
 
@@ -162,7 +154,7 @@ def test_a_replay_update_leaves_its_hardest_levels_as_parents(tiny_updates):
         if cycle.kind != "replay":
             continue
         seed, after, buffer, where = cycle.seed, cycle.runner_after, cycle.buffer_after, cycle.where
-        slots = slots_holding(buffer, of_seed(after.mutation_parents, seed))
+        slots = slots_holding(buffer, for_seed(after.mutation_parents, seed))
         assert all(len(slot) == 1 for slot in slots), f"{where}: a parent is not a buffer level"
         parent_slots = np.concatenate(slots)
         drawn = cycle.buffer_before.filled & (buffer.ages < num_envs)
@@ -187,7 +179,7 @@ def test_mutants_edit_the_parents_and_go_one_generation_deeper(tiny_updates):
         if cycle.kind != "mutation":
             continue
         buffer_before, buffer_after, where = cycle.buffer_before, cycle.buffer_after, cycle.where
-        parents = of_seed(cycle.runner_before.mutation_parents, cycle.seed)
+        parents = for_seed(cycle.runner_before.mutation_parents, cycle.seed)
         generations = cycle.runner_before.mutation_parent_generations[cycle.seed]
         np.testing.assert_allclose(
             metrics["buffer/mutant_generation"][cycle.seed, cycle.update], generations.mean() + 1

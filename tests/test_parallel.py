@@ -18,7 +18,7 @@ import pytest
 from algos import accel_parallel, plr_parallel
 from common import level_buffer
 from common.config import ConfigError, with_flags
-from tests.states import assert_states_close, newest_state, run_script
+from tests.states import assert_states_close, for_seed, newest_state, params_changed, run_script
 
 TINY = dict(
     num_seeds=2,
@@ -49,11 +49,6 @@ def tiny_config(module, tmp_path, **overrides):
 
 def module_name(module) -> str:
     return module.__name__.split(".")[-1]
-
-
-def params_changed(before, after, seed) -> bool:
-    leaves = zip(jax.tree.leaves(before), jax.tree.leaves(after), strict=True)
-    return any(bool((x[seed] != y[seed]).any()) for x, y in leaves)
 
 
 class Update(NamedTuple):
@@ -200,10 +195,6 @@ def in_block(tree, block: int, num_envs: int, axis: int = 0):
 
 def take_levels(levels, slots):
     return jax.tree.map(lambda x: x[slots], levels)
-
-
-def for_seed(tree, seed: int):
-    return jax.tree.map(lambda x: x[seed], tree)
 
 
 def assert_levels_equal(actual, expected, message: str):

@@ -700,3 +700,229 @@ def test_cleanued_runs_replace_the_folders_cleanued_side_when_trained_alike(tmp_
     (runs[1] / "evaluations.jsonl").unlink()
     with pytest.raises(ConfigError, match="needs config.json and evaluations.jsonl"):
         pool_seed_sets.pooled_table(pool_seed_sets.Args(**arguments))
+
+
+STUDENT_FLAGS_AT_11X11 = {
+    "maze_size": 11,
+    "max_steps": 128,
+    "num_envs": 16,
+    "num_steps": 64,
+    "lstm_size": 32,
+    "lr": 3e-4,
+    "anneal_lr": False,
+    "adam_eps": 1e-5,
+    "gamma": 0.995,
+    "gae_lambda": 0.98,
+    "num_epochs": 5,
+    "num_minibatches": 1,
+    "clip_eps": 0.2,
+    "ent_coef": 0.001,
+    "vf_coef": 0.5,
+    "max_grad_norm": 0.5,
+}
+"""cleanued's student flags at the 11x11 configuration below: the sizes from the harness flags, the PPO settings from
+PPO_SHARED, discount and entropy from the shipped values."""
+
+
+def test_every_mapped_flag_takes_its_own_minimax_value_for_each_method():
+    """The whole flag table, method by method, against a hand-written expectation. The flags a mapping could take for
+    one another hold different values (student against teacher, replay probability against fill ratio, temperature
+    against staleness, epochs against minibatches, the mutation count against the subsample size), so a cleanued
+    flag read from the wrong minimax flag, converted wrongly or dropped changes the dict; with --no-match-deviations
+    exactly the deviation flags are left to cleanued's defaults."""
+    args = config.Args(maze_size=11, n_walls=30, max_steps=128, num_envs=16, num_steps=64, lstm_size=32)
+    shipped = {"lr": 1e-4, "lr_anneal_steps": 0, "discount": 0.995, "student_entropy_coef": 0.001}
+    shipped |= {"plr_replay_prob": 0.8, "plr_buffer_size": 4000, "plr_min_fill_ratio": 0.6, "plr_temp": 0.3}
+    shipped |= {"plr_staleness_coef": 0.7, "plr_use_score_ranks": True, "plr_use_robust_plr": True}
+    shipped |= {"ued_score": "positive_value_loss", "plr_n_mutations": 20, "plr_mutation_criterion": "batch"}
+    shipped |= {"plr_mutation_subsample_size": 4, "teacher_lr_anneal_steps": 100, "teacher_entropy_coef": 0.05}
+    shipped |= {"teacher_discount": 0.99, "teacher_gae_lambda": 0.9, "teacher_recurrent_hidden_dim": 256}
+    shipped |= {"teacher_n_conv_filters": 128, "maze_ued_noise_dim": 50, "n_students": 2}
+    replay = {"replay_prob": 0.8, "buffer_size": 4000, "min_fill_ratio": 0.6, "score_function": "pvl"}
+    replay |= {"prioritization": "rank", "temperature": 0.3, "staleness_coef": 0.7, "exploratory_grad_updates": False}
+    replay_deviations = {"maxmc_running_max": False, "rank_ties": "slot_order"}
+    expected = {
+        "dr": ({"n_walls": 30}, {"carry_across_updates": True}),
+        "plr": ({"n_walls": 30, **replay}, replay_deviations),
+        "accel": (
+            {"n_walls": 0, **replay, "num_edits": 20, "mutation_criterion": "batch", "mutation_subsample_size": 4},
+            replay_deviations,
+        ),
+        "paired": (
+            {"n_walls": 30, "ued_score": "relative_regret", "num_students": 2, "teacher_anneal_lr": True}
+            | {"teacher_ent_coef": 0.05, "teacher_gamma": 0.99, "teacher_gae_lambda": 0.9, "teacher_lstm_size": 256}
+            | {"teacher_conv_filters": 128, "noise_dim": 50},
+            {"teacher_lr": 3e-4},  # paired_runner.py: the teacher trains at --lr, which PPO_SHARED sets
+        ),
+    }
+    for method, (method_flags, deviations) in expected.items():
+        method_shipped = shipped | ({"ued_score": "relative_regret"} if method == "paired" else {})
+        minimax = config.minimax_settings(method, method_shipped, args)
+        matched = config.cleanued_settings(method, minimax, match_deviations=True)
+        assert matched == STUDENT_FLAGS_AT_11X11 | method_flags | deviations, method
+        assert config.cleanued_settings(method, minimax, match_deviations=False) == (
+            STUDENT_FLAGS_AT_11X11 | method_flags
+        ), method
+
+
+def test_match_deviations_is_on_by_default_and_reaches_the_flags_cleanued_trains_with(monkeypatch, tmp_path):
+    """The harness runs cleanued's flagged deviations as minimax unless told not to: DR's carry across updates is
+    in the flags method_settings hands the run stage, and without --match-deviations the settings table names the
+    carry as a setting the sides train with differently."""
+    monkeypatch.setattr(config, "minimax_shipped", lambda method, venv: {"lr_anneal_steps": 0})
+    assert config.Args().match_deviations is True
+    matched = config.method_settings(config.Args(methods=("dr",), out=tmp_path))["dr"]
+    assert matched["cleanued"]["carry_across_updates"] is True
+    unmatched = config.method_settings(config.Args(methods=("dr",), out=tmp_path, match_deviations=False))["dr"]
+    assert "carry_across_updates" not in unmatched["cleanued"]
+    (carry,) = [row for row in unmatched["table"] if row["cleanued_flag"] == "carry_across_updates"]
+    assert (carry["cleanued_used"], carry["minimax_used"]) == (False, True)
+    assert carry["problem"] == "the sides train with different values"
+
+
+def test_a_diagnostic_ppo_setting_replaces_the_shared_value_on_both_sides():
+    """A --diagnostic of a setting PPO_SHARED fixes (the learning rate) is what both sides train with, not the
+    shared value it diagnoses."""
+    args = config.Args(methods=("dr",), diagnostic=("lr=0.001",))
+    minimax = config.minimax_settings("dr", {"lr": 1e-4, "lr_anneal_steps": 0}, args)
+    assert minimax["lr"] == 0.001
+    assert config.cleanued_settings("dr", minimax, match_deviations=True)["lr"] == 0.001
+
+
+def test_the_settings_table_names_a_learning_rate_mismatch_and_the_teacher_lr_deviation():
+    """Values compare with a relative tolerance (as math.isclose), so learning rates 1e-4 and 3e-4 differ; PAIRED's
+    teacher_lr is a deviation because cleanued's default (1e-4) is not the value minimax trains with (--lr, 3e-4),
+    although it equals minimax's shipped --lr."""
+    assert config.same(3e-4, 3e-4 * (1 + 1e-12)) and not config.same(1e-4, 3e-4)
+    shipped = {"lr": 1e-4, "lr_anneal_steps": 0, "teacher_lr_anneal_steps": 0, "ued_score": "relative_regret"}
+    minimax = config.minimax_settings("paired", shipped, config.Args(methods=("paired",)))
+    cleanued = config.cleanued_settings("paired", minimax, match_deviations=True) | {"lr": 1e-4}
+    defaults = {"lr": 1e-4, "teacher_lr": 1e-4}
+    table = config.settings_table("paired", defaults, shipped, minimax, cleanued)
+    problems = {row["cleanued_flag"]: row["problem"] for row in table if row["kind"] != "fixed"}
+    assert problems["lr"] == "the sides train with different values"
+    assert problems["teacher_lr"] == "a deliberate deviation, set to minimax's behaviour here"
+
+
+def test_a_grid_off_the_log_interval_or_the_run_length_is_refused():
+    """Checkpoints fall on multiples of cleanued's --log-interval (10) and the run ends on a checkpoint."""
+    with pytest.raises(ConfigError, match=r"--rollouts \(250\) must be a multiple of --checkpoint-every \(100\)"):
+        config.Args(rollouts=250, checkpoint_every=100)
+    with pytest.raises(ConfigError, match=r"--checkpoint-every \(25\) must be a multiple of 10"):
+        config.Args(methods=("dr",), rollouts=100, checkpoint_every=25)
+
+
+def test_cleanued_runs_log_every_ten_updates_and_checkpoint_on_the_grid_without_evaluating(tmp_path):
+    """cleanued's run flags: the run length, logs every LOG_INTERVAL updates, checkpoints and archives on the
+    evaluation grid, and no evaluation or screenshots of its own (the harness evaluates both sides alike)."""
+    args = config.Args(methods=("dr",), seeds=3, first_seed=5, rollouts=300, checkpoint_every=50, out=tmp_path)
+    (only_run,) = config.cleanued_runs(args, "dr")
+    assert config.cleanued_run_settings(args, "dr", only_run) == {
+        "runs_dir": tmp_path / "runs",
+        "run_name": "cleanued_dr",
+        "num_seeds": 3,
+        "seed": 5,
+        "total_updates": 300,
+        "log_interval": 10,
+        "eval_interval": 0,
+        "screenshot_interval": 0,
+        "checkpoint_interval": 50,
+        "archive_interval": 50,
+    }
+
+
+def test_the_percentile_interval_of_skewed_seeds_stays_within_their_range():
+    """Seeds 0, 0, 1: resample means 0, 1/3, 2/3, 1 with chances 8, 12, 6, 1 in 27, so the 2.5% and 97.5% points
+    are 0 and 1 (1 keeps 3.7% > 2.5% of the mass); a basic (reflected) interval would reach below 0."""
+    assert report.bootstrap_interval([0.0, 0.0, 1.0], 10_000) == (pytest.approx(1 / 3), (0.0, 1.0))
+
+
+def test_summary_rows_read_their_own_field_and_the_held_out_mean_starts_at_heldout_from():
+    """Each row's values against the records they come from: the return row from `return`, the final held-out row from
+    the held-out solve rate, the held-out mean over the checkpoints from --heldout-from (20) on, not the one at 10; a
+    NaN logged return (a seed with nothing logged in the window) is left out, and the count cells give min-max."""
+    args = config.Args(methods=("dr",), seeds=2, rollouts=30, checkpoint_every=10, heldout_from=20,
+                       heldout_mazes=("SixteenRooms",))  # fmt: skip
+    solve = {"cleanued": [0.6, 0.8], "minimax": [0.1, 0.3]}
+    evaluations = []
+    for side, rates in solve.items():
+        for seed, rate in enumerate(rates):
+            base = {"side": side, "method": "dr", "seed": seed}
+            training = {"grid": 30, "kind": "train_levels", "maze": None, "solve_rate": rate, "return": rate / 2}
+            evaluations.append(base | training)
+            for grid, held_out in ((10, 0.0), (20, rate - 0.2), (30, rate)):
+                held_out_record = {"grid": grid, "kind": "heldout", "maze": "SixteenRooms", "return": 0.9}
+                evaluations.append(base | held_out_record | {"solve_rate": held_out})
+    updates = {("dr", "cleanued"): [10.0, 30.0], ("dr", "minimax"): [20.0, 20.0]}
+    logged = {("dr", "cleanued"): [0.5, math.nan], ("dr", "minimax"): [0.1, 0.2]}
+    records = report.summary_records(args, evaluations, updates, {}, logged)
+    by_metric = {record["metric"]: record for record in records}
+    assert by_metric["training-distribution return"]["cleanued"]["per_seed"] == [0.3, 0.4]
+    assert by_metric["SixteenRooms solve rate, final checkpoint"]["minimax"]["per_seed"] == [0.1, 0.3]
+    over = by_metric["SixteenRooms solve rate, mean over checkpoints 20-30"]
+    assert over["cleanued"]["per_seed"] == pytest.approx([0.5, 0.7])  # (rate - 0.2 + rate) / 2
+    own = by_metric["logged training return, last 30 rollouts (own definition)"]
+    assert own["cleanued"]["per_seed"] == [0.5] and own["cleanued"]["mean"] == 0.5
+    table = report.markdown_summary(records, args.seeds)
+    assert "| DR | student gradient updates | 20 (10-30) | 20 (20-20) | - | - |" in table
+
+
+def test_curriculum_windows_take_each_quantity_from_its_own_columns_and_rollouts(tmp_path):
+    """ACCEL's curriculum rows against hand sums. cleanued: the new levels' walls weighted by the share of new rollouts
+    (1 - replay - mutation fraction: 0.25 and 1), the replayed levels' by the replay share. minimax: the new levels'
+    walls from env/n_walls on new rollouts only (ticks 1 and 3; tick 2 is a replay and a mutant rollout). PAIRED's
+    minimax return is the protagonist's (mean_return_a0), not `return`."""
+    path = tmp_path / "logs.csv"
+    header = "seed,update,buffer/replay_fraction,buffer/mutation_fraction,level_new/walls,level_replay/walls\n"
+    path.write_text(header + "0,10,0.5,0.25,2,6\n0,20,0.4,0,4,9\n")
+    cleanued_rows = report.read_cleanued_log(path)
+    ticks = minimax_rows([0, 1, 1], **{"env/n_walls": [5.0, 9.0, 7.0], "plr/n_walls": [math.nan, 11.0, math.nan]})
+    args = config.Args(methods=("accel",), seeds=1, rollouts=40, checkpoint_every=40, window=40)
+    records = report.curriculum_records(args, "accel", cleanued_rows, {0: report.minimax_events(ticks, "accel")})
+    mean = {(record["quantity"], record["side"]): record["mean"] for record in records}
+    assert mean["walls of new levels", "cleanued"] == pytest.approx((0.25 * 2 + 0.6 * 4) / 0.85)
+    assert mean["walls of replayed levels", "cleanued"] == pytest.approx((0.5 * 6 + 0.4 * 9) / 0.9)
+    assert mean["walls of new levels", "minimax"] == 6.0
+    assert mean["walls of replayed levels", "minimax"] == 11.0
+    paired_ticks = minimax_rows([0, 0], **{"return": [0.1, 0.3], "mean_return_a0": [0.5, 0.7]})
+    paired_args = config.Args(methods=("paired",), seeds=1, rollouts=20, checkpoint_every=10, window=20)
+    paired = report.curriculum_records(paired_args, "paired", [], {0: report.minimax_events(paired_ticks, "paired")})
+    (own,) = [
+        r for r in paired if r["quantity"] == "logged training return (own definition)" and r["side"] == "minimax"
+    ]
+    assert own["mean"] == pytest.approx(0.6)
+
+
+def test_the_report_counts_updates_and_returns_from_the_logs_and_keeps_to_its_seeds_and_eval_seed(
+    monkeypatch, tmp_path
+):
+    """report.jsonl of one PLR seed a side: cleanued's gradient updates from student_updates (7 of 20 updates),
+    minimax's from stopped.json's n_updates (8 of 20 ticks); each side's logged return over the last --window
+    rollouts (cleanued the row at 20: 0.5; minimax ticks 11-20 up to and with the stop tick, not tick 21: 0.155); an
+    evaluation of another --eval-seed or of a seed index past --seeds stays out of the solve rates."""
+    monkeypatch.setattr(report, "plot_curves", lambda args, evaluations, path: None)  # the figure is not checked here
+    args = config.Args(methods=("plr",), seeds=1, rollouts=20, checkpoint_every=10, window=10, out=tmp_path,
+                       heldout_mazes=("SixteenRooms",), bootstrap_resamples=100)  # fmt: skip
+    cleanued_log = outputs.cleanued_run_dir(tmp_path, "cleanued_plr") / "logs.csv"
+    cleanued_log.parent.mkdir(parents=True)
+    cleanued_log.write_text("seed,update,student_updates,train/return\n0,10,4,0.1\n0,20,7,0.5\n")
+    directory = outputs.minimax_dir(tmp_path, "plr", 1)
+    directory.mkdir(parents=True)
+    (directory / "stopped.json").write_text(json.dumps({"target": 20, "stop_tick": 20, "n_updates": 8, "rollouts": 20}))
+    ticks = "\n".join(f"{tick},{min(tick // 2, 8)},{tick / 100}" for tick in range(1, 22))
+    (directory / "logs.csv").write_text(f"# _tick,n_updates,return\n{ticks}\n")
+    evaluations = []
+    for side, rate in (("cleanued", 0.5), ("minimax", 0.25)):
+        base = {"side": side, "method": "plr", "grid": 20, "kind": "train_levels", "maze": None, "episodes": 512}
+        evaluations.append(base | {"seed": 0, "eval_seed": 0, "solve_rate": rate, "return": 0.0})
+        evaluations.append(base | {"seed": 0, "eval_seed": 1, "solve_rate": 0.9, "return": 0.0})
+        evaluations.append(base | {"seed": 1, "eval_seed": 0, "solve_rate": 0.9, "return": 0.0})
+    outputs.write_jsonl(tmp_path / "evaluations.jsonl", evaluations)
+    report.report_stage(args, {})
+    by_metric = {record["metric"]: record for record in outputs.read_jsonl(tmp_path / "report.jsonl")}
+    per_seed = {metric: (r["cleanued"]["per_seed"], r["minimax"]["per_seed"]) for metric, r in by_metric.items()}
+    assert per_seed["training-distribution solve rate"] == ([0.5], [0.25])
+    assert per_seed["student gradient updates"] == ([7.0], [8.0])
+    assert per_seed["rollouts played"] == ([20.0], [20.0])
+    (cleanued_return,), (minimax_return,) = per_seed["logged training return, last 10 rollouts (own definition)"]
+    assert cleanued_return == 0.5 and minimax_return == pytest.approx(0.155)

@@ -37,6 +37,20 @@ def assert_states_close(a, b, rtol: float = 0.0, atol: float = 0.0) -> None:
         np.testing.assert_allclose(np.asarray(leaf_a), np.asarray(leaf_b), rtol=rtol, atol=atol)
 
 
+def run_update_by_update(functions, config, key) -> tuple[list, dict]:
+    """A run of `functions` (a script's make_train) one update per call, so its state can be compared before and
+    after every update: (the host runner state before each update, then after the last; every metric [seeds,
+    updates])."""
+    step = jax.jit(functions.step)
+    runner = jax.jit(functions.init)(jax.random.split(key, config.run.num_seeds))
+    runners, per_update = [jax.device_get(runner)], []
+    for _ in range(config.run.total_updates):
+        runner, metrics = step(runner)
+        runners.append(jax.device_get(runner))
+        per_update.append(jax.device_get(metrics))
+    return runners, jax.tree.map(lambda *m: np.concatenate(m, axis=1), *per_update)
+
+
 def for_seed(tree, seed: int):
     """One seed's part of a batched state or tree, as numpy leaves."""
     return jax.tree.map(lambda x: np.asarray(x[seed]), tree)

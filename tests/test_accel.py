@@ -14,7 +14,7 @@ from common import level_buffer
 from common.config import with_flags
 from common.errors import ConfigError
 from envs.levels import levels_equal, sample_dr_level
-from tests.states import assert_states_close, for_seed, newest_state, params_changed, run_script
+from tests.states import assert_states_close, for_seed, newest_state, params_changed, run_script, run_update_by_update
 from tests.test_plr import same_levels
 
 TINY = dict(
@@ -81,14 +81,8 @@ def tiny_updates(tmp_path_factory) -> Updates:
         mutation_subsample_size=2,
     )
     functions = accel.make_train(config)
-    step = jax.jit(functions.step)
-    runner = jax.jit(functions.init)(jax.random.split(jax.random.key(0), config.run.num_seeds))
-    runners, per_update = [jax.device_get(runner)], []
-    for _ in range(config.run.total_updates):
-        runner, metrics = step(runner)
-        runners.append(jax.device_get(runner))
-        per_update.append(jax.device_get(metrics))
-    return Updates(config, runners, jax.tree.map(lambda *m: np.concatenate(m, axis=1), *per_update))
+    runners, metrics = run_update_by_update(functions, config, jax.random.key(0))
+    return Updates(config, runners, metrics)
 
 
 class Cycle(NamedTuple):

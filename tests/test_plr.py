@@ -16,7 +16,7 @@ from common import level_buffer
 from common.config import with_flags
 from common.errors import ConfigError
 from envs.levels import sample_dr_level
-from tests.states import assert_states_close, for_seed, newest_state, params_changed, run_script
+from tests.states import assert_states_close, for_seed, newest_state, params_changed, run_script, run_update_by_update
 
 TINY = dict(
     num_seeds=2,
@@ -60,14 +60,8 @@ def tiny_updates(tmp_path_factory) -> Updates:
     """TINY's 8 updates of 2 seeds: the same run as one chunk of 8 updates, one compile of a one-update chunk."""
     config = tiny_config(tmp_path_factory.mktemp("plr"), log_interval=1)
     functions = plr.make_train(config)
-    step = jax.jit(functions.step)
-    runner = jax.jit(functions.init)(jax.random.split(jax.random.key(0), config.run.num_seeds))
-    runners, per_update = [jax.device_get(runner)], []
-    for _ in range(config.run.total_updates):
-        runner, metrics = step(runner)
-        runners.append(jax.device_get(runner))
-        per_update.append(jax.device_get(metrics))
-    return Updates(config, functions, runners, jax.tree.map(lambda *m: np.concatenate(m, axis=1), *per_update))
+    runners, metrics = run_update_by_update(functions, config, jax.random.key(0))
+    return Updates(config, functions, runners, metrics)
 
 
 def same_levels(before: level_buffer.LevelBuffer, after: level_buffer.LevelBuffer) -> np.ndarray:

@@ -183,6 +183,47 @@ def test_a_diagnostic_setting_reaches_both_sides(tmp_path):
         config.Args(methods=("plr",), diagnostic=("plr_temp",))
 
 
+def test_paireds_teachers_train_with_the_students_ppo_settings_on_both_sides():
+    """cleanued's PAIRED teacher shares the students' epochs, minibatches, clip and value coefficient; minimax's has
+    flags of its own, so a diagnostic of the students' reaches minimax's teacher too, and the settings table checks
+    each teacher setting (a mismatch would be named)."""
+    shipped = {"discount": 0.995, "student_entropy_coef": 0.0, "lr_anneal_steps": 0, "teacher_lr_anneal_steps": 0}
+    shipped |= {"teacher_ppo_n_epochs": 5, "teacher_ppo_n_minibatches": 1, "teacher_ppo_clip_eps": 0.2}
+    shipped |= {"teacher_value_loss_coef": 0.5, "teacher_ppo_clip_value_loss": True}
+    diagnostic = ("student_ppo_n_epochs=3", "student_ppo_n_minibatches=2", "student_ppo_clip_eps=0.1")
+    args = config.Args(methods=("paired",), diagnostic=(*diagnostic, "student_value_loss_coef=0.25"))
+    minimax = config.minimax_settings("paired", shipped, args)
+    cleanued = config.cleanued_settings("paired", minimax, True)
+    teacher = {key: minimax[key] for key in minimax if key.startswith(("teacher_ppo", "teacher_value"))}
+    assert teacher == {
+        "teacher_ppo_n_epochs": 3,
+        "teacher_ppo_n_minibatches": 2,
+        "teacher_ppo_clip_eps": 0.1,
+        "teacher_value_loss_coef": 0.25,
+        "teacher_ppo_clip_value_loss": True,
+    }
+    assert (cleanued["num_epochs"], cleanued["num_minibatches"], cleanued["clip_eps"], cleanued["vf_coef"]) == (
+        3,
+        2,
+        0.1,
+        0.25,
+    )
+    defaults = {"num_epochs": 5, "num_minibatches": 1, "clip_eps": 0.2, "vf_coef": 0.5}
+    table = config.settings_table("paired", defaults, shipped, minimax, cleanued)
+    rows = {row["minimax_flag"]: row for row in table if row["kind"] == "teacher"}
+    assert sorted(rows) == ["teacher_ppo_clip_eps", "teacher_ppo_n_epochs", "teacher_ppo_n_minibatches"] + [
+        "teacher_value_loss_coef"
+    ]
+    assert all(row["problem"] is None for row in rows.values())
+    apart = config.settings_table("paired", defaults, shipped, minimax | {"teacher_ppo_n_epochs": 5}, cleanued)
+    (epochs,) = [row for row in apart if row["minimax_flag"] == "teacher_ppo_n_epochs"]
+    assert epochs["problem"] == "the sides train with different values"
+    fixed = {row["minimax_flag"]: row["problem"] for row in table if row["kind"] == "fixed"}
+    assert "teacher_ppo_clip_value_loss" in fixed and fixed["teacher_ppo_clip_value_loss"] is None
+    with pytest.raises(ConfigError, match="--diagnostic maze_ued_n_walls: not a setting .* or one with its own flag"):
+        config.Args(methods=("paired",), diagnostic=("maze_ued_n_walls=20",))
+
+
 def test_bad_harness_flags_are_refused_with_one_line():
     """ACCEL alone trains from empty mazes, so only the harness sees the walls its evaluation levels get."""
     with pytest.raises(ConfigError, match=r"--n-walls \(30\) must leave two cells free .* at most 23 in a 5x5 maze"):

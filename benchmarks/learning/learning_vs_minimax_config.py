@@ -110,6 +110,14 @@ METHOD_SETTINGS = {
     ),
 }
 """Per method, the cleanued flags that take minimax's value (the student settings apply to every method)."""
+TEACHER_SHARES_STUDENT_PPO = (
+    Setting("num_epochs", "teacher_ppo_n_epochs"),
+    Setting("num_minibatches", "teacher_ppo_n_minibatches"),
+    Setting("clip_eps", "teacher_ppo_clip_eps"),
+    Setting("vf_coef", "teacher_value_loss_coef"),
+)
+"""minimax's PAIRED teacher has PPO flags of its own; cleanued's teacher trains with the students' (algos/paired.py),
+so minimax's teacher is given the students' values (its shipped ones are the same)."""
 
 MINIMAX_BEHAVIOUR = {
     "dr": (Setting("carry_across_updates", "(dr_runner.py keeps the last rollout's LSTM carry)", lambda _: True),),
@@ -158,6 +166,7 @@ FIXED_PER_METHOD = {
         "teacher_hidden_dim": 32,
         "teacher_n_hidden_layers": 1,
         "teacher_scalar_embed_dim": 10,
+        "teacher_ppo_clip_value_loss": True,
     },
 }
 
@@ -387,7 +396,8 @@ def diagnostic_flags(method: str) -> set[str]:
 
 def diagnostic_problems(args: "Args") -> list[tuple[bool, str]]:
     problems = []
-    own_flags = set(equal_configuration(args)) - set(PPO_SHARED)  # the maze and batch sizes
+    overridden = [equal_configuration(args), *(method_overrides(method, args) for method in args.methods)]
+    own_flags = set().union(*overridden) - set(PPO_SHARED)  # the maze and batch sizes
     allowed = set().union(*(diagnostic_flags(method) for method in args.methods)) - own_flags
     for item in args.diagnostic:
         flag, equals, _ = item.partition("=")
@@ -478,9 +488,13 @@ def minimax_shipped(method: str, venv: Path) -> dict:
 
 def minimax_settings(method: str, shipped: dict, args: Args) -> dict:
     """minimax's training flags for `method`: the shipped values with the equal configuration and the diagnostic's
-    settings of `method` on top."""
+    settings of `method` on top; PAIRED's teacher with the students' PPO settings, as cleanued's."""
     diagnostic = {flag: value for flag, value in args.diagnostic_settings.items() if flag in diagnostic_flags(method)}
-    return {**shipped, **equal_configuration(args), **method_overrides(method, args), **diagnostic}
+    settings = {**shipped, **equal_configuration(args), **method_overrides(method, args), **diagnostic}
+    if method == "paired":
+        student = {setting.flag: setting.minimax for setting in STUDENT_SETTINGS}
+        settings |= {teacher.minimax: settings[student[teacher.flag]] for teacher in TEACHER_SHARES_STUDENT_PPO}
+    return settings
 
 
 def derived(setting: Setting, values: dict):
@@ -508,6 +522,7 @@ def settings_table(method: str, defaults: dict, shipped: dict, minimax: dict, cl
     rows = []
     for kind, settings in (
         ("shared", STUDENT_SETTINGS),
+        ("teacher", TEACHER_SHARES_STUDENT_PPO if method == "paired" else ()),
         ("method", METHOD_SETTINGS[method]),
         ("deviation", MINIMAX_BEHAVIOUR[method]),
     ):

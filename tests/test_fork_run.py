@@ -5,7 +5,12 @@ keys, the key and divergence checks fail; with `sources` not repeated per fork (
 with the evaluated seed's index one too high, the evaluation check fails; with rows past the fork copied, the log check
 fails; with `buffer_sources` ignored, the buffer check fails; with `--fresh-optimizer` ignored, the optimizer check
 fails; with the initial state made from another seed, the update-0 check fails; with the layers' source seeds not
-used, the layers check fails."""
+used, the layers check fails. A hand mutation trial's survivors each fail a test now: key leaves given one key, keys
+not drawn from --fork-seed, buffers or layers taken by the wrong --buffer-from / --params-from entry, the fork's
+config (seed, archiving), log rows left unsorted, the evaluation's draws by source seed or of the first checkpoint
+only, --seeds ignored, the initial state made from a fixed seed or made again over a checkpoint at 0, one seed's
+parameters written as a stack of one, and the refusals of a runner without a buffer, a shared leaf or a missing
+--out folder."""
 
 import csv
 import json
@@ -25,6 +30,7 @@ from benchmarks.learning.learning_vs_minimax_evaluate import Evaluator
 from common import checkpoint
 from common.config import with_flags
 from common.errors import ConfigError
+from common.init_from import flat_names
 from tests.states import command_in_process, run_script
 
 TINY = dict(
@@ -104,7 +110,9 @@ def test_the_resumed_copies_of_one_seed_train_apart(forked):
 
 @pytest.mark.slow
 def test_evaluate_plays_each_copys_own_parameters(forked, tmp_path):
-    source, source_config, run_dir, _, _ = forked
+    """The records' labels; copy 1 at the fork and copy 2 (of seed 0) at update 4 each played, with the draws for its
+    own seed index, from its own checkpoint's parameters; --seeds keeps only those seeds' records."""
+    source, source_config, run_dir, config, _ = forked
     out = tmp_path / "evaluations.jsonl"
     command = ["evaluate", "--run-dir", str(run_dir), "--sources", "1", "0", "--forks", "2", "--out", str(out)]
     printed = command_in_process("benchmarks/learning/fork_run.py", *command)
@@ -118,22 +126,31 @@ def test_evaluate_plays_each_copys_own_parameters(forked, tmp_path):
     # Copy 1 of seed 1 holds seed 1's parameters at the fork, played with the comparison's draws for seed index 1.
     harness = replace(HarnessArgs(), maze_size=5, n_walls=3, max_steps=8, lstm_size=8)
     params = state_at(source, source_config, 2).train_state.params
-    returns = Evaluator(harness).training_levels(jax.tree.map(lambda x: x[1], params), 2, 1)
+    evaluator = Evaluator(harness)
+    returns = evaluator.training_levels(jax.tree.map(lambda x: x[1], params), 2, 1)
     assert records[1]["solve_rate"] == float(np.mean(returns > 0))
+    # Copy 2 is of seed 0: its draws are seed index 2's, not its source's, and update 4's are the resumed run's.
+    params = state_at(run_dir, config, 4).train_state.params
+    returns = evaluator.training_levels(jax.tree.map(lambda x: x[2], params), 4, 2)
+    assert records[6]["seed"] == 2 and records[6]["solve_rate"] == float(np.mean(returns > 0))
+    assert all((r["episodes"], r["eval_seed"]) == (harness.train_levels, harness.eval_seed) for r in records)
+    only = fork_run.evaluate(fork_run.Evaluate(run_dir=run_dir, sources=(1, 0), forks=2, seeds=(2,)))
+    assert only == [records[2], records[6]]
 
 
 @pytest.mark.slow
 def test_a_copy_can_take_another_seeds_buffer(forked, tmp_path):
+    """Two seeds, each given the other's buffer, so that a buffer taken from the wrong --buffer-from entry shows."""
     source, source_config, _, config, _ = forked
-    args = fork_run.Fork(run_dir=source, update=2, seeds=(1,), buffer_from=(0,), forks=2, run_name="mixed")
+    args = fork_run.Fork(run_dir=source, update=2, seeds=(1, 0), buffer_from=(0, 1), forks=2, run_name="mixed")
     run_dir = fork_run.fork(replace(args, runs_dir=tmp_path))
-    mixed = state_at(run_dir, with_flags(config, num_seeds=2, runs_dir=str(tmp_path), run_name="mixed"), 2)
+    mixed = state_at(run_dir, with_flags(config, runs_dir=str(tmp_path), run_name="mixed"), 2)
     original = state_at(source, source_config, 2)
-    for part, seed in (("buffer", 0), ("train_state", 1)):
+    for part, seeds in (("buffer", [0, 0, 1, 1]), ("train_state", [1, 1, 0, 0])):
         for have, want in zip(
             jax.tree.leaves(getattr(mixed, part)), jax.tree.leaves(getattr(original, part)), strict=True
         ):
-            np.testing.assert_array_equal(np.asarray(have), np.asarray(want)[[seed, seed]])
+            np.testing.assert_array_equal(np.asarray(have), np.asarray(want)[seeds])
 
 
 @pytest.mark.slow
@@ -163,30 +180,44 @@ def test_a_copy_can_start_a_new_optimizer_state(forked, tmp_path):
 
 @pytest.mark.slow
 def test_a_copy_can_take_another_seeds_layers(forked, tmp_path):
+    """Two seeds, each given the other's Dense_0, so that a layer taken from the wrong --params-from entry shows."""
     source, source_config, _, config, _ = forked
     args = fork_run.Fork(
-        source, 2, (1,), "layers", forks=2, params_from=(0,), layers=("Dense_0",), fresh_optimizer=True
+        source, 2, (1, 0), "layers", forks=2, params_from=(0, 1), layers=("Dense_0",), fresh_optimizer=True
     )
     run_dir = fork_run.fork(replace(args, runs_dir=tmp_path))
-    mixed = state_at(run_dir, with_flags(config, num_seeds=2, runs_dir=str(tmp_path), run_name="layers"), 2)
+    mixed = state_at(run_dir, with_flags(config, runs_dir=str(tmp_path), run_name="layers"), 2)
     original = state_at(source, source_config, 2).train_state.params["params"]
     for layer, values in mixed.train_state.params["params"].items():
-        seed = 0 if layer == "Dense_0" else 1
+        seeds = [0, 0, 1, 1] if layer == "Dense_0" else [1, 1, 0, 0]
         for have, want in zip(jax.tree.leaves(values), jax.tree.leaves(original[layer]), strict=True):
-            np.testing.assert_array_equal(np.asarray(have), np.asarray(want)[[seed, seed]])
+            np.testing.assert_array_equal(np.asarray(have), np.asarray(want)[seeds])
 
 
 @pytest.mark.slow
 def test_update_0_without_a_checkpoint_forks_the_runs_initial_state(forked, tmp_path):
+    """The initial state is made again from the run's own seed: a copy of the run whose config.json names seed 5
+    (not the default 0, so a state made from a fixed seed shows). A run with a checkpoint at update 0 is forked
+    from it."""
     source, source_config, _, config, _ = forked
-    run_dir = fork_run.fork(fork_run.Fork(run_dir=source, update=0, seeds=(1,), run_name="initial", runs_dir=tmp_path))
+    copy = tmp_path / "copy"
+    shutil.copytree(source, copy)
+    saved = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps({**saved, "config": {**saved["config"], "seed": 5}}))
+    run_dir = fork_run.fork(fork_run.Fork(run_dir=copy, update=0, seeds=(1,), run_name="initial", runs_dir=tmp_path))
     state = state_at(run_dir, with_flags(config, num_seeds=6, runs_dir=str(tmp_path), run_name="initial"), 0)
-    seeds = jax.random.split(jax.random.key(source_config.run.seed), 2)
+    seeds = jax.random.split(jax.random.key(5), 2)
     initial = jax.jit(plr.make_train(source_config).init)(seeds)
     for have, want in zip(jax.tree.leaves(state), jax.tree.leaves(initial), strict=True):
         if not jax.dtypes.issubdtype(have.dtype, jax.dtypes.prng_key):
             np.testing.assert_array_equal(np.asarray(have), np.asarray(want)[[1] * 6])
     assert [row["seed"] for row in log_rows(run_dir)] == []
+    # The fork holds a checkpoint at update 0, so forking it at 0 loads that one and makes nothing again.
+    again = fork_run.fork(fork_run.Fork(run_dir=run_dir, update=0, seeds=(5,), run_name="again", runs_dir=tmp_path))
+    state = state_at(again, with_flags(config, num_seeds=6, runs_dir=str(tmp_path), run_name="again"), 0)
+    for have, want in zip(jax.tree.leaves(state), jax.tree.leaves(initial), strict=True):
+        if not jax.dtypes.issubdtype(have.dtype, jax.dtypes.prng_key):
+            np.testing.assert_array_equal(np.asarray(have), np.asarray(want)[[1] * 6])
 
 
 @pytest.mark.slow
@@ -242,8 +273,9 @@ def test_evaluate_refuses_labels_that_do_not_fit_the_run(forked):
 
 
 def test_variants_the_runs_state_cannot_take_are_refused():
-    """check_copies on stand-in runner states: a curriculum beyond the level buffer (ACCEL's parents) and networks
-    that are not one train_state (PAIRED's). Mutation checked by hand: without either check, its case passes."""
+    """check_copies on stand-in runner states: a curriculum beyond the level buffer (ACCEL's parents), networks that
+    are not one train_state (PAIRED's; asked for by --fresh-optimizer or by --params-from alone) and no level buffer
+    at all (DR's). Mutation checked by hand: without any one check, its case passes."""
 
     @struct.dataclass
     class WithParents:
@@ -255,11 +287,20 @@ def test_variants_the_runs_state_cannot_take_are_refused():
     class WithoutTrainState:
         students: dict
 
+    @struct.dataclass
+    class WithoutBuffer:
+        train_state: dict
+        rng: dict
+
     args = fork_run.Fork(run_dir=Path("run"), update=2, seeds=(0,), run_name="refused")
     with pytest.raises(ConfigError, match="curriculum also holds \\['mutation_parents'\\]"):
         fork_run.check_copies(replace(args, buffer_from=(1,)), WithParents({}, {}, {}))
     with pytest.raises(ConfigError, match="has no single train_state"):
         fork_run.check_copies(replace(args, fresh_optimizer=True), WithoutTrainState({}))
+    with pytest.raises(ConfigError, match="has no single train_state"):
+        fork_run.check_copies(replace(args, params_from=(1,)), WithoutTrainState({}))
+    with pytest.raises(ConfigError, match="--buffer-from: run's method has no level buffer"):
+        fork_run.check_copies(replace(args, buffer_from=(1,)), WithoutBuffer({}, {}))
 
 
 @pytest.mark.slow
@@ -285,7 +326,8 @@ def test_the_initial_state_of_an_init_from_run_is_refused_and_a_failed_write_lea
 @pytest.mark.slow
 def test_params_writes_the_chosen_seeds_student_parameters_that_init_from_starts_a_run_from(forked, tmp_path):
     """Mutation checked by hand: with the seeds' order ignored (`np.sort`), the stacked check fails; with update 0
-    read from the last checkpoint, the initial check fails."""
+    read from the last checkpoint, the initial check fails; with one seed written as a stack of one, the shape check
+    fails."""
     source, source_config, _, _, _ = forked
     stacked = fork_run.write_params(fork_run.Params(run_dir=source, update=2, seeds=(1, 0), out=tmp_path / "two.npz"))
     at_2 = state_at(source, source_config, 2).train_state.params["params"]
@@ -296,6 +338,8 @@ def test_params_writes_the_chosen_seeds_student_parameters_that_init_from_starts
         for path, leaf in jax.tree_util.tree_flatten_with_path(at_2)[0]:
             np.testing.assert_array_equal(data["params/" + "/".join(key.key for key in path)], np.asarray(leaf)[[1, 0]])
     one = fork_run.write_params(fork_run.Params(run_dir=source, update=0, seeds=(1,), out=tmp_path / "one.npz"))
+    with np.load(one) as data:  # one seed's arrays, not a stack of one
+        assert all(data[name].shape == np.shape(leaf)[1:] for name, leaf in flat_names(at_2, "params/").items())
     initial = jax.jit(plr.make_train(source_config).init)(jax.random.split(jax.random.key(source_config.run.seed), 2))
     from_one = jax.jit(plr.make_train(with_flags(source_config, init_from=str(one))).init)(
         jax.random.split(jax.random.key(7), 2)
@@ -308,7 +352,105 @@ def test_params_writes_the_chosen_seeds_student_parameters_that_init_from_starts
         (dict(update=2, seeds=(2,)), "--seeds \\[2\\]: .* has seeds 0-1"),
         (dict(update=2, seeds=()), "--seeds: name at least one seed"),
         (dict(update=2, seeds=(0,), out=tmp_path / "x.txt"), "give an .npz file"),
+        (dict(update=2, seeds=(0,), out=tmp_path / "missing" / "x.npz"), "give an .npz file in an existing folder"),
     ):
         with pytest.raises(ConfigError, match=message):
             fork_run.write_params(fork_run.Params(run_dir=source, **{"out": tmp_path / "x.npz", **fields}))
     assert not (tmp_path / "x.npz").exists()
+
+
+def test_copy_log_rows_keeps_each_copys_source_rows_up_to_the_fork_renumbered_in_update_order(tmp_path):
+    """Against a plain-Python reference on a hand-made logs.csv of 3 seeds and updates 1-3, forked at update 2 with
+    copies of seeds 2, 2 and 0: the header and every cell but the seed kept, rows past the fork and of seeds not
+    copied left out, rows ordered by update then new seed as a run writes them."""
+    source = tmp_path / "source.csv"
+    header = ["update", "seed", "env_steps", "train/return"]
+    rows = [
+        [str(update), str(seed), str(update * 64), f"{seed + update / 10}"]
+        for update in (1, 2, 3)
+        for seed in (2, 0, 1)
+    ]
+    with open(source, "w", newline="") as file:
+        csv.writer(file).writerows([header, *rows])
+    sources = np.array([2, 2, 0])
+    written = fork_run.copy_log_rows(source, tmp_path / "target.csv", sources, 2)
+    want = [
+        [str(update), str(new_seed), str(update * 64), f"{old_seed + update / 10}"]
+        for update in (1, 2)
+        for new_seed, old_seed in enumerate(sources.tolist())
+    ]
+    with open(tmp_path / "target.csv", newline="") as file:
+        assert list(csv.reader(file)) == [header, *want]
+    assert written == len(want)
+
+
+def test_forked_state_gathers_each_part_from_its_seed_and_gives_every_key_its_own_draws():
+    """forked_state on a stand-in runner of 3 seeds: the train state gathered at `sources`, the buffer at
+    `buffer_sources`, and the two key leaves (rng, rng_eval) replaced so that no key is any other copy's, the other
+    leaf's or an original one."""
+
+    @struct.dataclass
+    class StandInRunner:
+        train_state: dict
+        buffer: dict
+        rng: jax.Array
+        rng_eval: jax.Array
+
+    runner = StandInRunner(
+        train_state={"params": np.arange(6.0).reshape(3, 2)},
+        buffer={"scores": np.array([10.0, 11.0, 12.0])},
+        rng=jax.random.split(jax.random.key(0), 3),
+        rng_eval=jax.random.split(jax.random.key(1), 3),
+    )
+    sources, buffer_sources = np.array([2, 2, 0]), np.array([1, 1, 2])
+    forked = fork_run.forked_state(runner, sources, jax.random.key(7), buffer_sources)
+    np.testing.assert_array_equal(forked.train_state["params"], runner.train_state["params"][sources])
+    np.testing.assert_array_equal(forked.buffer["scores"], runner.buffer["scores"][buffer_sources])
+    drawn = [row.tobytes() for keys in (forked.rng, forked.rng_eval) for row in np.asarray(jax.random.key_data(keys))]
+    original = {
+        row.tobytes() for keys in (runner.rng, runner.rng_eval) for row in np.asarray(jax.random.key_data(keys))
+    }
+    assert len(set(drawn)) == 6 and not set(drawn) & original
+
+
+@pytest.mark.slow
+def test_a_fork_saves_its_own_config_and_draws_the_copies_keys_from_the_fork_seed(forked, tmp_path):
+    """Forking the fixture's seeds again, with --fork-seed 4, from a copy of the run whose config.json archives
+    nothing: config.json holds seed 4, one seed per copy, the new name and folder, no --resume or --overwrite, and
+    archives at the checkpoint interval (so `evaluate` finds every checkpoint the copies save); the state equals
+    the fixture's fork (--fork-seed 3) except every key, which differs."""
+    source, _, _, config, (at_fork, _) = forked
+    copy = tmp_path / "copy"
+    shutil.copytree(source, copy)
+    saved = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps({**saved, "config": {**saved["config"], "archive_interval": 0}}))
+    args = fork_run.Fork(run_dir=copy, update=2, seeds=(1, 0), forks=2, run_name="reseeded", fork_seed=4)
+    run_dir = fork_run.fork(replace(args, runs_dir=tmp_path))
+    written = json.loads((run_dir / "config.json").read_text())["config"]
+    want = dict(seed=4, num_seeds=4, run_name="reseeded", runs_dir=str(tmp_path), archive_interval=2)
+    assert {name: written[name] for name in want} == want
+    assert written["resume"] is False and written["overwrite"] is False
+    reseeded = state_at(run_dir, config, 2)
+    for have, other in zip(jax.tree.leaves(reseeded), jax.tree.leaves(at_fork), strict=True):
+        if jax.dtypes.issubdtype(have.dtype, jax.dtypes.prng_key):
+            have, other = np.asarray(jax.random.key_data(have)), np.asarray(jax.random.key_data(other))
+            assert not any(np.array_equal(mine, theirs) for mine, theirs in zip(have, other, strict=True))
+        else:
+            np.testing.assert_array_equal(np.asarray(have), np.asarray(other))
+
+
+@pytest.mark.slow
+def test_a_state_with_a_leaf_the_seeds_share_is_refused_before_a_folder_is_made(forked, tmp_path, monkeypatch):
+    """A stand-in state: the run's own at update 2 with its update counter one number for all seeds, which no copy
+    could take its seed's part of."""
+    load_run = fork_run.load_run
+
+    def with_a_shared_counter(run_dir, path):
+        loaded = load_run(run_dir, path)
+        return loaded._replace(runner=loaded.runner.replace(update=np.int32(2)))
+
+    monkeypatch.setattr(fork_run, "load_run", with_a_shared_counter)
+    args = fork_run.Fork(run_dir=forked[0], update=2, seeds=(0,), run_name="refused", runs_dir=tmp_path)
+    with pytest.raises(ConfigError, match="state has leaves without a seed axis \\(\\[\\(\\)\\]\\)"):
+        fork_run.fork(args)
+    assert not (tmp_path / "refused").exists()

@@ -105,6 +105,7 @@ class Evaluate:
     """Solve rates of a run's archived checkpoints on the training distribution, per seed."""
 
     run_dir: Path
+    """The run folder to evaluate (a fork's, or any run's with archived checkpoints)."""
     sources: tuple[int, ...] = ()
     """The forked seeds (`fork --seeds`), to label each seed of a forked run; empty: the run's own seeds."""
     forks: Annotated[int, AT_LEAST_ONE] = 6
@@ -123,6 +124,7 @@ class Params:
     """Write seeds' student parameters at a checkpoint as an .npz of params/<path> arrays."""
 
     run_dir: Path
+    """The run folder whose seeds' parameters are written."""
     update: Annotated[int, NON_NEGATIVE]
     """The checkpoint (0 without one: the run's initial parameters, made again from its seed)."""
     seeds: tuple[int, ...]

@@ -110,14 +110,17 @@ METHOD_SETTINGS = {
     ),
 }
 """Per method, the cleanued flags that take minimax's value (the student settings apply to every method)."""
-TEACHER_SHARES_STUDENT_PPO = (
-    Setting("num_epochs", "teacher_ppo_n_epochs"),
-    Setting("num_minibatches", "teacher_ppo_n_minibatches"),
-    Setting("clip_eps", "teacher_ppo_clip_eps"),
-    Setting("vf_coef", "teacher_value_loss_coef"),
-)
-"""minimax's PAIRED teacher has PPO flags of its own; cleanued's teacher trains with the students' (algos/paired.py),
-so minimax's teacher is given the students' values (its shipped ones are the same)."""
+SHARED_WITH_THE_STUDENTS = {
+    "paired": (
+        Setting("num_epochs", "teacher_ppo_n_epochs"),
+        Setting("num_minibatches", "teacher_ppo_n_minibatches"),
+        Setting("clip_eps", "teacher_ppo_clip_eps"),
+        Setting("vf_coef", "teacher_value_loss_coef"),
+    ),
+}
+"""Per method, minimax flags of their own whose cleanued side trains with a student setting: PAIRED's teacher PPO
+(algos/paired.py's teacher shares the students'), so minimax is given the students' values there (its shipped ones
+are the same)."""
 
 MINIMAX_BEHAVIOUR = {
     "dr": (Setting("carry_across_updates", "(dr_runner.py keeps the last rollout's LSTM carry)", lambda _: True),),
@@ -488,13 +491,12 @@ def minimax_shipped(method: str, venv: Path) -> dict:
 
 def minimax_settings(method: str, shipped: dict, args: Args) -> dict:
     """minimax's training flags for `method`: the shipped values with the equal configuration and the diagnostic's
-    settings of `method` on top; PAIRED's teacher with the students' PPO settings, as cleanued's."""
+    settings of `method` on top, and the students' values where cleanued shares them (PAIRED's teacher PPO)."""
     diagnostic = {flag: value for flag, value in args.diagnostic_settings.items() if flag in diagnostic_flags(method)}
     settings = {**shipped, **equal_configuration(args), **method_overrides(method, args), **diagnostic}
-    if method == "paired":
-        student = {setting.flag: setting.minimax for setting in STUDENT_SETTINGS}
-        settings |= {teacher.minimax: settings[student[teacher.flag]] for teacher in TEACHER_SHARES_STUDENT_PPO}
-    return settings
+    student = {setting.flag: setting.minimax for setting in STUDENT_SETTINGS}
+    shared = SHARED_WITH_THE_STUDENTS.get(method, ())
+    return settings | {setting.minimax: settings[student[setting.flag]] for setting in shared}
 
 
 def derived(setting: Setting, values: dict):
@@ -522,7 +524,7 @@ def settings_table(method: str, defaults: dict, shipped: dict, minimax: dict, cl
     rows = []
     for kind, settings in (
         ("shared", STUDENT_SETTINGS),
-        ("teacher", TEACHER_SHARES_STUDENT_PPO if method == "paired" else ()),
+        ("teacher", SHARED_WITH_THE_STUDENTS.get(method, ())),
         ("method", METHOD_SETTINGS[method]),
         ("deviation", MINIMAX_BEHAVIOUR[method]),
     ):

@@ -126,7 +126,12 @@ def check(args: Args) -> list[str]:
         active = np.isfinite(scores)
         buffer = insert(cycle, levels, jnp.where(active, scores, 0.0), data["max_returns"][tick, 0], active)
         buffer, swapped = eviction_flips(
-            cycle, buffer, data["after_scores"][tick, 0], data["after_max_returns"][tick, 0]
+            cycle,
+            buffer,
+            data["after_scores"][tick, 0],
+            data["after_max_returns"][tick, 0],
+            args.temperature,
+            args.staleness_coef,
         )
         evictions_flipped += swapped
         for field, name in (("scores", "after_scores"), ("ages", "after_ages"), ("filled", "after_filled")):
@@ -148,12 +153,15 @@ def check(args: Args) -> list[str]:
     return problems
 
 
-def eviction_flips(before, ours, their_scores: np.ndarray, their_max_returns: np.ndarray):
+def eviction_flips(
+    before, ours, their_scores: np.ndarray, their_max_returns: np.ndarray, temperature: float, staleness_coef: float
+):
     """(our buffer, the number of levels moved) after placing this tick's new levels where minimax placed them, where
     the two differ only by which of the slots the tick wrote took which level and those slots were as good as equally
-    likely to be replayed (equal ages, replay probabilities within 1e-5 of each other, relatively: a score term
-    thousands of times below the staleness term's, which float32 keeps only a few bits of and the two jax versions
-    round apart). Anything else is left for the comparison to report."""
+    likely to be replayed under the traced run's replay settings (equal ages, replay probabilities within 1e-5 of
+    each other, relatively: a score term thousands of times below the staleness term's, which float32 keeps only a
+    few bits of and the two jax versions round apart). Each level comes from one of those slots, each slot's once.
+    Anything else is left for the comparison to report."""
     mine = np.where(np.asarray(ours.filled), np.asarray(ours.scores), -np.inf)
     differing = np.flatnonzero(mine != their_scores)
     written = np.flatnonzero(np.asarray(before.scores) != np.asarray(ours.scores))
@@ -161,11 +169,16 @@ def eviction_flips(before, ours, their_scores: np.ndarray, their_max_returns: np
         return ours, 0
     if sorted(mine[differing]) != sorted(their_scores[differing]):
         return ours, 0
-    before_probs = np.asarray(level_buffer.replay_probabilities(before, 0.3, 0.3, "rank", "slot_order"))
+    before_probs = np.asarray(
+        level_buffer.replay_probabilities(before, temperature, staleness_coef, "rank", "slot_order")
+    )
     candidates = before_probs[differing]
     if len(set(np.asarray(before.ages)[differing])) != 1 or np.ptp(candidates) > 1e-5 * candidates.max():
         return ours, 0
-    source = [int(np.flatnonzero(mine == value)[0]) for value in their_scores[differing]]
+    unused, source = list(differing), []
+    for value in their_scores[differing]:
+        source.append(next(slot for slot in unused if mine[slot] == value))
+        unused.remove(source[-1])
     moved = jax.tree.map(lambda x: x.at[differing].set(x[np.asarray(source)]), ours.levels)
     ours = ours.replace(
         levels=moved,

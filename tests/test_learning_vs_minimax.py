@@ -96,6 +96,15 @@ def test_each_grid_point_takes_the_archive_nearest_in_rollouts_and_the_last_the_
     assert chosen == {8: (8, 8), 12: (12, 12)}
 
 
+def test_a_grid_point_halfway_between_two_archives_takes_the_earlier_one():
+    """DR (a tick is a rollout), archives every 4 ticks: grid point 6 is 2 rollouts from the archives of ticks 4 and
+    8; the tie goes to the earlier (the second item of the choice's key), never to tick 6, which has no archive.
+    Mutation checked by hand: the tie to the later tick, or the unarchived ticks not left out, fails this test."""
+    rows = minimax_rows(list(range(12)))
+    chosen = evaluate.minimax_grid_ticks(rows, "dr", grid=[6, 12], last_tick=12, archive_ticks=4)
+    assert chosen == {6: (4, 4), 12: (12, 12)}
+
+
 def test_cleanued_flags_follow_minimax_values_and_the_table_names_every_mismatch():
     shipped = {"maze_height": 13, "maze_n_walls": 60, "lr": 1e-4, "discount": 0.995, "student_entropy_coef": 0.001}
     shipped |= {"plr_use_score_ranks": False, "plr_use_robust_plr": True, "ued_score": "positive_value_loss"}

@@ -211,6 +211,13 @@ KNOWN_DIFFERENCES = (
 """What no flag can make equal; printed with the report."""
 
 
+DEFAULT_HELDOUT_MAZES = ("SixteenRooms", "Labyrinth", "StandardMaze")
+HELDOUT_STREAMS = tuple(dict.fromkeys((*DEFAULT_HELDOUT_MAZES, *HELDOUT_MAZES)))
+"""Every held-out maze in the order whose index keys its evaluation stream: the default mazes first (the streams
+of every comparison kept), then the others as envs/heldout.py registers them. A maze's stream must not depend on
+where --heldout-mazes names it, since its records count as done under any order."""
+
+
 @dataclass(frozen=True)
 class Args:
     methods: tuple[Literal["dr", "plr", "accel", "paired"], ...] = METHODS
@@ -257,7 +264,7 @@ class Args:
     """Ticks between minimax ACCEL's archives, the grain of its stop (others archive every --checkpoint-every)."""
     train_levels: Annotated[int, AT_LEAST_ONE] = 512
     """Fresh training-distribution levels (one attempt each) per checkpoint and seed for the learning curve."""
-    heldout_mazes: tuple[str, ...] = ("SixteenRooms", "Labyrinth", "StandardMaze")
+    heldout_mazes: tuple[str, ...] = DEFAULT_HELDOUT_MAZES
     """Held-out mazes, evaluated at every checkpoint from --heldout-from on (each with its own episode length)."""
     heldout_episodes: Annotated[int, AT_LEAST_ONE] = 200
     """Episodes per held-out maze, seed and checkpoint."""

@@ -14,7 +14,7 @@ import jax
 import numpy as np
 
 from algos import dr
-from benchmarks.learning.learning_vs_minimax_config import REPO_ROOT, Args, cleanued_runs
+from benchmarks.learning.learning_vs_minimax_config import HELDOUT_STREAMS, REPO_ROOT, Args, cleanued_runs
 from benchmarks.learning.learning_vs_minimax_outputs import (
     append_jsonl,
     cleanued_run_dir,
@@ -151,9 +151,9 @@ class Evaluator:
                     evaluate_policy(rng, self.network.apply, params, carry, maze, self.env_params, episodes).returns
                 )
             )
-        index = self.args.heldout_mazes.index(maze_name)
         # One stream per maze and seed, the same at every checkpoint and on both sides: common random numbers, so
         # differences between checkpoints and sides are the policies', not the draws'.
+        index = HELDOUT_STREAMS.index(maze_name)
         rng = jax.random.fold_in(jax.random.fold_in(jax.random.key(self.args.eval_seed + 2), index), seed)
         return np.asarray(self._heldout[maze_name](params, rng))
 

@@ -221,7 +221,7 @@ def finish_job(args: Args, job: Job, cpu_s: float) -> dict:
         n_updates = int(row["n_updates"])
         stopped = {"target": args.rollouts, "stop_tick": tick, "n_updates": n_updates}
         stopped |= {"rollouts": minimax_rollouts(job.method, tick, n_updates), **record}
-        (directory / "stopped.json").write_text(json.dumps(stopped, indent=1) + "\n")
+        checkpoints.write_atomic(directory / "stopped.json", (json.dumps(stopped, indent=1) + "\n").encode())
         record |= {"stop_tick": tick, "n_updates": n_updates, "rollouts": stopped["rollouts"]}
     return record
 

@@ -1,7 +1,8 @@
-"""The peer benchmark harness (JaxUED, NAVIX, XLand-MiniGrid): the replay-mix arithmetic, the table, the JaxUED worker's
-capture of an example script, and the side-by-side plumbing with stand-in virtual environments. Timings are never
-asserted; the real peers run only where their virtual environments (and for JaxUED's scripts, a checkout named by
-JAXUED_REPO) exist, which CI does not create."""
+"""The peer benchmark harness (JaxUED, NAVIX, XLand-MiniGrid): the replay-mix arithmetic, the tables (cells, alignment,
+ratios and the JSON lines read back, benchmarks/speed/tables.py), the JaxUED worker's capture of an example script, and
+the side-by-side plumbing with stand-in virtual environments. Timings are never asserted; the real peers run only where
+their virtual environments (and for JaxUED's scripts, a checkout named by JAXUED_REPO) exist, which CI does not
+create."""
 
 import json
 import os
@@ -14,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.peers.jaxued_worker import mixed_seconds_per_update
-from benchmarks.speed.tables import markdown_table
+from benchmarks.speed.tables import json_lines as table_json_lines
+from benchmarks.speed.tables import markdown_table, ratio
 from tests.conftest import environment_with_fusion_emitters
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -64,6 +66,29 @@ def test_markdown_table_aligns_numbers_right_and_groups_thousands():
         "| dr | 14,004 | 3.44x |",
         "| plr | - | - |",
     ]
+
+
+def test_markdown_table_shows_booleans_and_floats_as_written_and_aligns_a_mixed_column_left():
+    """A boolean is a word, not the 1 or 0 of its int; a float as Python writes it; an int's thousands grouped from
+    1,000 up, negative ones too; a column with a text cell among numbers is text. Mutation checked by hand: dropping
+    the boolean case (True as "1") fails this test."""
+    rows = [["dr", True, 0.25, 999, -1234, 5], ["plr", False, 1.5, 1000, 1234567, "n/a"]]
+    assert markdown_table(["algo", "replays", "s", "a", "b", "c"], rows).splitlines() == [
+        "| algo | replays | s | a | b | c |",
+        "|---|---:|---:|---:|---:|---|",
+        "| dr | True | 0.25 | 999 | -1,234 | 5 |",
+        "| plr | False | 1.5 | 1,000 | 1,234,567 | n/a |",
+    ]
+
+
+def test_ratio_is_ours_over_theirs_to_two_places_or_a_dash_without_theirs():
+    assert [ratio(3, 2), ratio(1, 3), ratio(2, 2.0)] == ["1.50x", "0.33x", "1.00x"]
+    assert ratio(3, None) == ratio(3, 0) == "-"
+
+
+def test_json_lines_reads_the_lines_that_open_an_object_and_nothing_else():
+    stdout = '{"a": 1}\n| table | {"b": 2} |\ncompiling {\n {"indented": true}\n{"c": [1, 2]}\n'
+    assert table_json_lines(stdout) == [{"a": 1}, {"c": [1, 2]}]
 
 
 FAKE_EXAMPLE = """

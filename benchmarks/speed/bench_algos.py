@@ -28,6 +28,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import jax
 import jax.numpy as jnp
@@ -38,9 +39,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
 
 from common import level_buffer  # noqa: E402
-from common.config import flags_of, with_flags  # noqa: E402
+from common.config import AT_LEAST_ONE, flags_of, raise_first, range_problems, with_flags  # noqa: E402
 from common.devices import make_placement  # noqa: E402
 from common.provenance import describe_environment  # noqa: E402
+from common.runs import one_line_errors  # noqa: E402
 from common.sweep import run_functions  # noqa: E402
 from envs.levels import sample_dr_level  # noqa: E402
 
@@ -84,7 +86,7 @@ class Args:
     """Split each seed's envs across the devices even when the seeds divide."""
     updates_per_call: int = 2
     """Updates per timed call (one jitted chunk)."""
-    repeats: int = 3
+    repeats: Annotated[int, AT_LEAST_ONE] = 3
     """Timed calls; the median is reported."""
     minimax: bool = False
     """Also time minimax-lib 0.2.0 at the same settings (single seed) and print the ratio per method."""
@@ -94,6 +96,9 @@ class Args:
     """Config overrides as key=value (values parsed as JSON when they can be), e.g. teacher_conv_filters=8."""
     sweep: tuple[str, ...] = ()
     """The scripts' --sweep NAME=V1,V2,...: every point x seed vmapped in one program (env steps/s counts all)."""
+
+    def __post_init__(self):
+        raise_first(range_problems(self))
 
 
 def load_algo(name: str):
@@ -261,4 +266,5 @@ def main(args: Args) -> None:
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args))
+    with one_line_errors():
+        main(tyro.cli(Args))

@@ -22,7 +22,7 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import jax
 import jax.numpy as jnp
@@ -34,7 +34,9 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks.speed.bench_algos import minimax_python  # noqa: E402
 from benchmarks.speed.env_timing import time_rollout  # noqa: E402
+from common.config import AT_LEAST_ONE, raise_first, range_problems  # noqa: E402
 from common.provenance import describe_environment  # noqa: E402
+from common.runs import one_line_errors  # noqa: E402
 from envs.levels import sample_dr_level  # noqa: E402
 from envs.maze import (  # noqa: E402
     NUM_ACTIONS,
@@ -52,7 +54,7 @@ class Args:
     """Parallel env counts to measure."""
     num_steps: int = 256
     """Steps per measured scan."""
-    repeats: int = 5
+    repeats: Annotated[int, AT_LEAST_ONE] = 5
     """Timed runs per setting; the median is reported."""
     size: int = 13
     """Maze interior size (square)."""
@@ -68,6 +70,9 @@ class Args:
     """Also measure minimax-lib 0.2.0's Maze (13x13, 60 walls only) and print the ratio per env count."""
     minimax_venv: str = str(REPO_ROOT / "benchmarks" / ".minimax-venv")
     """Virtual environment for minimax's pinned stack; created with the running Python if missing."""
+
+    def __post_init__(self):
+        raise_first(range_problems(self))
 
 
 def levels_per_env(args: Args) -> int:
@@ -159,4 +164,5 @@ def main(args: Args) -> None:
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args))
+    with one_line_errors():
+        main(tyro.cli(Args))

@@ -43,7 +43,8 @@ QUICKSTART = (
 @dataclass(frozen=True)
 class Args:
     out: str
-    """Folder for the runs (emptied first) and results.jsonl."""
+    """Folder for the runs (its runs/ emptied first) and results.jsonl (appended to: give a new folder per
+    measurement)."""
     methods: tuple[str, ...] = ("dr", "plr")
     """algos/<name>.py scripts to measure."""
     lrs: tuple[float, ...] = (1e-4, 2e-4, 3e-4, 4e-4, 5e-4, 6e-4, 8e-4, 1e-3)

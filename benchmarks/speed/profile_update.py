@@ -71,7 +71,7 @@ def time_phase(name: str, body, carry, args: Args) -> dict:
         jax.block_until_ready(compiled(carry, jax.random.key(repeat + 1)))
         durations.append((time.perf_counter() - started) / args.iterations)
     seconds = statistics.median(durations)
-    flops = compiled_flops(compiled) / args.iterations
+    flops = compiled_flops(compiled)
     return {
         "phase": name,
         "s_per_update": round(seconds, 4),
@@ -82,8 +82,9 @@ def time_phase(name: str, body, carry, args: Args) -> dict:
 
 
 def compiled_flops(compiled) -> float:
-    """Floating-point operations of one call as XLA's cost analysis counts them: a multiply-add is one, and the
-    body of a loop XLA keeps as a loop (a scan over steps or epochs) is counted once, whatever its trip count."""
+    """Floating-point operations of one call as XLA's cost analysis counts them: a multiply-add is two, and the
+    body of a loop XLA keeps as a loop (a scan over steps or epochs, or time_phase's iterations) is counted once,
+    whatever its trip count."""
     analysis = compiled.cost_analysis()
     analysis = analysis[0] if isinstance(analysis, list) else analysis
     return float(analysis.get("flops", 0.0))

@@ -13,7 +13,8 @@ def ratio(ours: float, theirs: float | None) -> str:
 
 
 def markdown_table(header: list[str], rows: list[list]) -> str:
-    """A markdown table: text columns left-aligned, the rest right-aligned; numbers above 999 with thousands commas."""
+    """A markdown table: text columns left-aligned, the rest right-aligned; integers above 999 with thousands commas,
+    other numbers as Python prints them."""
 
     def cell(value) -> str:
         if isinstance(value, bool) or value is None:

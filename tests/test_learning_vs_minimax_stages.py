@@ -385,7 +385,8 @@ if (out / "fail_once").exists():
 """cleanued's script for 20 rollouts: a checkpoint at 10, then (unless told to fail once) the last archive."""
 
 MINIMAX_STAND_IN = """
-import os, pathlib, sys, time
+import os, pathlib, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a test before may leave it ignored in pytest, and children inherit that
 directory = pathlib.Path(sys.argv[1])
 directory.mkdir(parents=True, exist_ok=True)
 (directory / "meta.json").write_text("{}")
@@ -500,7 +501,8 @@ def test_an_interrupted_run_stage_stops_its_children(monkeypatch, tmp_path):
     started = stand_in_commands(monkeypatch, tmp_path / "bin")
 
     def interrupted(args, job):
-        raise KeyboardInterrupt
+        if (outputs.minimax_dir(args.out, "dr", 1) / "logs.csv").exists():  # the stand-in has taken its SIGTERM back
+            raise KeyboardInterrupt
 
     monkeypatch.setattr(run, "poll_minimax", interrupted)
     args = stand_in_args(tmp_path, seeds=1, jobs=2)

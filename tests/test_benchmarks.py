@@ -639,9 +639,18 @@ def test_bench_commits_checks_each_commit_out_once_and_refuses_what_is_not_a_com
         bench_commits.worktree("no-such-commit", tmp_path / "work")
 
 
-@pytest.mark.parametrize("module", [bench_algos, bench_env])
-def test_no_timed_call_is_refused_in_one_line(module):
-    """`--repeats 0` would leave no call to take the median of: refused with the flag's name, before anything
-    compiles. Mutation checked by hand: the Args without their range check fails this test."""
-    with pytest.raises(ConfigError, match="--repeats must be at least 1, got 0"):
-        module.Args(repeats=0)
+@pytest.mark.parametrize(
+    ("module", "field", "message"),
+    [
+        (bench_algos, "repeats", "--repeats must be at least 1, got 0"),
+        (bench_env, "repeats", "--repeats must be at least 1, got 0"),
+        (bench_env, "num_steps", "--num-steps must be at least 1, got 0"),
+        (bench_env, "size", r"--size must be in \[2, 101\], got 0"),
+    ],
+)
+def test_sizes_that_leave_nothing_to_time_are_refused_in_one_line(module, field, message):
+    """`--repeats 0` leaves no call to take the median of, `--num-steps 0` no step and `--size 0` no maze: each is
+    refused with the flag's name before anything compiles (bench_algos' other sizes are its scripts' own flags,
+    which refuse them). Mutation checked by hand: the Args without their range check fails this test."""
+    with pytest.raises(ConfigError, match=message):
+        module.Args(**{field: 0})

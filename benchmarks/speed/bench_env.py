@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks.speed.bench_algos import minimax_python  # noqa: E402
 from benchmarks.speed.env_timing import time_rollout  # noqa: E402
-from common.config import AT_LEAST_ONE, raise_first, range_problems  # noqa: E402
+from common.config import AT_LEAST_ONE, Range, raise_first, range_problems  # noqa: E402
 from common.provenance import describe_environment  # noqa: E402
 from common.runs import one_line_errors  # noqa: E402
 from envs.levels import sample_dr_level  # noqa: E402
@@ -52,11 +52,11 @@ from envs.maze import (  # noqa: E402
 class Args:
     num_envs: tuple[int, ...] = (32, 1024, 16384)
     """Parallel env counts to measure."""
-    num_steps: int = 256
+    num_steps: Annotated[int, AT_LEAST_ONE] = 256
     """Steps per measured scan."""
     repeats: Annotated[int, AT_LEAST_ONE] = 5
     """Timed runs per setting; the median is reported."""
-    size: int = 13
+    size: Annotated[int, Range(2, 101)] = 13
     """Maze interior size (square)."""
     n_walls: int = 60
     """Walls drawn per generated level."""

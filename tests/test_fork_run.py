@@ -111,16 +111,29 @@ def test_the_resumed_copies_of_one_seed_train_apart(forked):
 @pytest.mark.slow
 def test_evaluate_plays_each_copys_own_parameters(forked, tmp_path):
     """The records' labels; copy 1 at the fork and copy 2 (of seed 0) at update 4 each played, with the draws for its
-    own seed index, from its own checkpoint's parameters; --seeds keeps only those seeds' records."""
+    own seed index, from its own checkpoint's parameters, as one seed's evaluation plays them alone; the held-out
+    mazes from --heldout-from on alike; --seeds keeps only those seeds' records."""
     source, source_config, run_dir, config, _ = forked
     out = tmp_path / "evaluations.jsonl"
     command = ["evaluate", "--run-dir", str(run_dir), "--sources", "1", "0", "--forks", "2", "--out", str(out)]
-    printed = command_in_process("benchmarks/learning/fork_run.py", *command)
+    mazes = ("Labyrinth", "SixteenRooms")
+    printed = command_in_process(
+        "benchmarks/learning/fork_run.py", *command, "--heldout-mazes", *mazes, "--heldout-from", "3"
+    )
     assert printed.returncode == 0, printed.stderr
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert "| 4 | 0 | " in printed.stdout  # the table: update, source seed, its copies' solve rates
-    assert [(r["update"], r["seed"], r["source"]) for r in records] == [
-        (update, seed, source_seed) for update in (2, 4) for seed, source_seed in enumerate((1, 1, 0, 0))
+    assert "| 4 | Labyrinth | " in printed.stdout and "| 2 | Labyrinth | " not in printed.stdout
+    labels = [(r["update"], r["kind"], r["maze"], r["seed"], r["source"]) for r in records]
+    copies = list(enumerate((1, 1, 0, 0)))
+    assert labels == [
+        (update, kind, maze, seed, source_seed)
+        for update, played in (
+            (2, [("train_levels", None)]),
+            (4, [("train_levels", None), *(("heldout", m) for m in mazes)]),
+        )
+        for kind, maze in played
+        for seed, source_seed in copies
     ]
     assert all(0 <= r["solve_rate"] <= 1 for r in records)
     # Copy 1 of seed 1 holds seed 1's parameters at the fork, played with the comparison's draws for seed index 1.
@@ -133,7 +146,15 @@ def test_evaluate_plays_each_copys_own_parameters(forked, tmp_path):
     params = state_at(run_dir, config, 4).train_state.params
     returns = evaluator.training_levels(jax.tree.map(lambda x: x[2], params), 4, 2)
     assert records[6]["seed"] == 2 and records[6]["solve_rate"] == float(np.mean(returns > 0))
-    assert all((r["episodes"], r["eval_seed"]) == (harness.train_levels, harness.eval_seed) for r in records)
+    heldout = {(r["maze"], r["seed"]): r for r in records if r["kind"] == "heldout"}
+    for maze in mazes:
+        for seed in range(4):
+            returns = evaluator.heldout(jax.tree.map(lambda x, s=seed: x[s], params), maze, seed)
+            assert heldout[maze, seed]["solve_rate"] == float(np.mean(returns > 0))
+            assert heldout[maze, seed]["episodes"] == harness.heldout_episodes
+    assert len({r["solve_rate"] for r in heldout.values()}) > 1  # the copies play apart: not one value for all
+    trained = [r for r in records if r["kind"] == "train_levels"]
+    assert all((r["episodes"], r["eval_seed"]) == (harness.train_levels, harness.eval_seed) for r in trained)
     only = fork_run.evaluate(fork_run.Evaluate(run_dir=run_dir, sources=(1, 0), forks=2, seeds=(2,)))
     assert only == [records[2], records[6]]
 

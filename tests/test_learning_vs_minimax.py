@@ -683,7 +683,8 @@ def test_the_pooled_table_keeps_to_its_method_and_to_seeds_with_every_held_out_c
 
 def test_cleanued_runs_replace_the_folders_cleanued_side_when_trained_alike(tmp_path):
     """--cleanued-runs: cleanued's side comes from the runs' fork_run.py evaluations (minimax's from the folder); the
-    table keeps the training distribution's rows; runs trained otherwise, sharing a seed or evaluated otherwise are
+    table keeps the training distribution's rows, and a held-out maze's where the runs were played on it at the
+    folders' checkpoints; runs trained otherwise, sharing a seed, evaluated otherwise or at other checkpoints are
     refused, as are runs of another script, a run twice and folders whose seeds started from given parameters.
     Mutation checked by hand: with the folders' cleanued records kept, the seed count check fails; without the settings
     comparison, the first refusal does not come, and with settings.json's passed flags for the settings (no defaults),
@@ -720,6 +721,26 @@ def test_cleanued_runs_replace_the_folders_cleanued_side_when_trained_alike(tmp_
     training = next(line for line in table.splitlines() if line.startswith("| training distribution, 20 rollouts"))
     assert "| 4/2 | 0.700 [" in training and "| 0.550 [" in training, training
     assert "SixteenRooms" not in table and "from 2 other run(s)" in table
+    heldout = {"kind": "heldout", "maze": "SixteenRooms", "episodes": 200, "eval_seed": 0, "update": 20}
+    for run_dir, rates in zip(runs, ([0.0, 0.3, 0.3], [0.6]), strict=True):
+        trained = (run_dir / "evaluations.jsonl").read_text()
+        extra = [heldout | {"seed": index, "solve_rate": rate} for index, rate in enumerate(rates)]
+        outputs.write_jsonl(run_dir / "evaluations.jsonl", extra)
+        (run_dir / "evaluations.jsonl").write_text(trained + (run_dir / "evaluations.jsonl").read_text())
+    table = pool_seed_sets.pooled_table(pool_seed_sets.Args(**arguments))
+    row = next(line for line in table.splitlines() if line.startswith("| SixteenRooms, 20 rollouts"))
+    assert "| 4/2 | 0.300 [" in row and "| 0.550 [" in row, row  # the runs' four seeds against the folder's minimax
+    assert "| SixteenRooms, mean over checkpoints 20-20 | 4/2 | 0.300 [" in table
+    good = (runs[1] / "evaluations.jsonl").read_text()
+    for change, message in (
+        ({"update": 10}, "SixteenRooms evaluated at checkpoints \\[10\\], the folders at \\[20\\]"),
+        ({"episodes": 100}, "SixteenRooms evaluated with \\(100, 0\\), the folders with \\(200, 0\\)"),
+        ({"maze": "Labyrinth"}, "evaluated on Labyrinth, the folders not"),
+    ):
+        outputs.write_jsonl(runs[1] / "evaluations.jsonl", [heldout | {"seed": 0, "solve_rate": 0.6} | change])
+        with pytest.raises(ConfigError, match=message):
+            pool_seed_sets.pooled_table(pool_seed_sets.Args(**arguments))
+    (runs[1] / "evaluations.jsonl").write_text(good)
     config_path = runs[1] / "config.json"
     for change, message in (
         ({"temperature": 1.0}, "trained with other settings than the folders' cleanued: temperature 1.0"),

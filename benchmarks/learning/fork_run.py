@@ -19,7 +19,11 @@ some of another seed's layers. Then:
 
 `evaluate` plays each archived checkpoint of a run on the training distribution, as the learning comparison's
 evaluate stage does (benchmarks/learning/learning_vs_minimax_evaluate.py: its 512 levels and seeds), and prints the
-solve rates per checkpoint and copy.
+solve rates per checkpoint and copy; `--heldout-mazes` adds the comparison's held-out evaluation from `--heldout-from`
+on. A checkpoint's seeds play in one vmapped call, so hundreds of seeds trained on a GPU are evaluated there too:
+
+    python benchmarks/learning/fork_run.py evaluate --run-dir RUNS/plr_many --heldout-mazes SixteenRooms Labyrinth \\
+        StandardMaze --heldout-from 500 --out RUNS/plr_many/evaluations.jsonl
 
 `params` writes chosen seeds' student parameters at a checkpoint (0: the initial ones, made again from the run's
 seed) as an .npz of `params/<path>` arrays, one seed's or stacked in --seeds order: what the scripts' --init-from and
@@ -62,6 +66,7 @@ from common.evaluate import load_run  # noqa: E402
 from common.init_from import NPZ_PREFIX, flat_names  # noqa: E402
 from common.runs import one_line_errors, open_run_folder, remove_unstarted, start_run  # noqa: E402
 from common.sweep import run_functions  # noqa: E402
+from envs.heldout import HELDOUT_MAZES  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -112,11 +117,28 @@ class Evaluate:
     """`fork --forks` of the forked run."""
     seeds: tuple[int, ...] = ()
     """Only these seeds of the run (empty: all)."""
+    heldout_mazes: tuple[str, ...] = ()
+    """Also play these held-out mazes (the comparison's --heldout-episodes attempts each, its draws per maze and
+    seed) at every checkpoint from --heldout-from on."""
+    heldout_from: Annotated[int, NON_NEGATIVE] = 0
+    """The first checkpoint (rollouts) played on --heldout-mazes: the comparison's --heldout-from, to pool with it."""
     out: Path | None = None
     """Also write the records here as JSON lines (replaced)."""
 
     def __post_init__(self):
-        raise_first(range_problems(self))
+        raise_first(
+            [
+                *range_problems(self),
+                *[
+                    (name not in HELDOUT_MAZES, f"--heldout-mazes: unknown maze {name!r}")
+                    for name in self.heldout_mazes
+                ],
+                (
+                    len(set(self.heldout_mazes)) < len(self.heldout_mazes),
+                    f"--heldout-mazes {' '.join(self.heldout_mazes)}: a maze twice",
+                ),
+            ]
+        )
 
 
 @dataclass(frozen=True)
@@ -339,7 +361,8 @@ def write_params(args: Params) -> Path:
 
 
 def evaluate(args: Evaluate) -> list[dict]:
-    """One record per archived checkpoint and seed: the training-distribution solve rate."""
+    """One record per archived checkpoint and seed of the training-distribution solve rate, and one per held-out
+    maze, checkpoint from --heldout-from and seed; each checkpoint's seeds are played in one vmapped call."""
     num_seeds = read_saved_config(args.run_dir)["config"]["num_seeds"]
     if args.sources and len(args.sources) * args.forks != num_seeds:
         raise ConfigError(
@@ -363,23 +386,23 @@ def evaluate(args: Evaluate) -> list[dict]:
         lstm_size=config.ppo.lstm_size,
     )
     evaluator = Evaluator(harness)
+    seeds = np.asarray(args.seeds or range(num_seeds))
     records = []
     for path in paths:
         runner, update, _ = load(path, loaded.runner)
-        params = loaded.functions.policies["student"](runner)
-        for seed in args.seeds or range(num_seeds):
-            returns = evaluator.training_levels(jax.tree.map(lambda x, s=seed: x[s], params), update, seed)
-            source = args.sources[seed // args.forks] if args.sources else seed
-            records.append(
-                {
-                    "update": update,
-                    "seed": seed,
-                    "source": source,
-                    "solve_rate": float(np.mean(returns > 0)),
-                    "episodes": harness.train_levels,
-                    "eval_seed": harness.eval_seed,
-                }
-            )
+        params = jax.tree.map(lambda x: x[seeds], loaded.functions.policies["student"](runner))
+        played = [("train_levels", None, harness.train_levels, evaluator.training_levels_seeds(params, update, seeds))]
+        if update >= args.heldout_from:
+            played += [
+                ("heldout", maze, harness.heldout_episodes, evaluator.heldout_seeds(params, maze, seeds))
+                for maze in args.heldout_mazes
+            ]
+        for kind, maze, episodes, returns in played:
+            for seed, seed_returns in zip(seeds.tolist(), returns, strict=True):
+                source = args.sources[seed // args.forks] if args.sources else seed
+                record = {"update": update, "seed": seed, "source": source, "kind": kind, "maze": maze}
+                record |= {"solve_rate": float(np.mean(seed_returns > 0)), "episodes": episodes}
+                records.append(record | {"eval_seed": harness.eval_seed})
     return records
 
 
@@ -397,12 +420,17 @@ def main() -> None:
         records = evaluate(command)
         if command.out:
             command.out.write_text("".join(json.dumps(record) + "\n" for record in records))
-        updates = sorted({record["update"] for record in records})
         print("| update | source seed | solve rates of its copies |\n|---:|---:|---|")
-        for update in updates:
-            for source in dict.fromkeys(record["source"] for record in records):
-                rates = [r["solve_rate"] for r in records if r["update"] == update and r["source"] == source]
+        trained = [record for record in records if record["kind"] == "train_levels"]
+        for update in sorted({record["update"] for record in trained}):
+            for source in dict.fromkeys(record["source"] for record in trained):
+                rates = [r["solve_rate"] for r in trained if r["update"] == update and r["source"] == source]
                 print(f"| {update} | {source} | {' '.join(f'{rate:.2f}' for rate in rates)} |")
+        if heldout := [record for record in records if record["kind"] == "heldout"]:
+            print("\n| update | held-out maze | mean solve rate | seeds solving any |\n|---:|---|---:|---:|")
+            for update, maze in dict.fromkeys((record["update"], record["maze"]) for record in heldout):
+                rates = [r["solve_rate"] for r in heldout if (r["update"], r["maze"]) == (update, maze)]
+                print(f"| {update} | {maze} | {np.mean(rates):.3f} | {np.count_nonzero(rates)} of {len(rates)} |")
 
 
 if __name__ == "__main__":

@@ -118,7 +118,8 @@ def convert_minimax_checkpoints(args: Args, found: list[Checkpoint]) -> None:
 
 
 class Evaluator:
-    """cleanued's evaluation of one student's parameters, jitted once for all checkpoints of both sides."""
+    """cleanued's evaluation of one student's parameters, jitted once for all checkpoints of both sides; the `_seeds`
+    methods play a stack of seeds' parameters in one vmapped call, each seed with the draws it gets alone."""
 
     def __init__(self, args: Args):
         self.args = args
@@ -131,31 +132,43 @@ class Evaluator:
         self.levels = jax.jit(jax.vmap(sample))(jax.random.split(rng_levels, args.train_levels))
         self.solvable_share = float(np.mean(np.asarray(jax.jit(jax.vmap(shortest_path_length))(self.levels)) >= 0))
         carry = dr.initial_carry(args.train_levels, self.lstm_size)
-        self._train_levels = jax.jit(
-            lambda params, rng: (
-                play_levels(rng, self.network.apply, params, carry, self.levels, self.env_params, max_steps).returns
-            )
-        )
+
+        def train_levels(params, grid, seed):
+            rng = jax.random.fold_in(jax.random.fold_in(jax.random.key(args.eval_seed + 1), grid), seed)
+            return play_levels(rng, self.network.apply, params, carry, self.levels, self.env_params, max_steps).returns
+
+        self._train_levels = jax.jit(train_levels)
+        self._train_levels_seeds = jax.jit(jax.vmap(train_levels, (0, None, 0)))
         self._heldout = {}
 
     def training_levels(self, params, grid: int, seed: int) -> np.ndarray:
-        rng = jax.random.fold_in(jax.random.fold_in(jax.random.key(self.args.eval_seed + 1), grid), seed)
-        return np.asarray(self._train_levels(params, rng))
+        return np.asarray(self._train_levels(params, grid, seed))
 
-    def heldout(self, params, maze_name: str, seed: int) -> np.ndarray:
+    def training_levels_seeds(self, params, grid: int, seeds) -> np.ndarray:
+        """[seeds, levels]: `training_levels` of each seed's parameters (leading axis of `params`) in one call."""
+        return np.asarray(self._train_levels_seeds(params, grid, np.asarray(seeds)))
+
+    def _heldout_functions(self, maze_name: str):
         if maze_name not in self._heldout:
             maze, episodes = get_heldout_maze(maze_name), self.args.heldout_episodes
             carry = dr.initial_carry(episodes, self.lstm_size)
-            self._heldout[maze_name] = jax.jit(
-                lambda params, rng, maze=maze: (
-                    evaluate_policy(rng, self.network.apply, params, carry, maze, self.env_params, episodes).returns
-                )
-            )
-        # One stream per maze and seed, the same at every checkpoint and on both sides: common random numbers, so
-        # differences between checkpoints and sides are the policies', not the draws'.
-        index = HELDOUT_STREAMS.index(maze_name)
-        rng = jax.random.fold_in(jax.random.fold_in(jax.random.key(self.args.eval_seed + 2), index), seed)
-        return np.asarray(self._heldout[maze_name](params, rng))
+            # One stream per maze and seed, the same at every checkpoint and on both sides: common random numbers,
+            # so differences between checkpoints and sides are the policies', not the draws'.
+            stream = jax.random.fold_in(jax.random.key(self.args.eval_seed + 2), HELDOUT_STREAMS.index(maze_name))
+
+            def heldout(params, seed):
+                rng = jax.random.fold_in(stream, seed)
+                return evaluate_policy(rng, self.network.apply, params, carry, maze, self.env_params, episodes).returns
+
+            self._heldout[maze_name] = jax.jit(heldout), jax.jit(jax.vmap(heldout))
+        return self._heldout[maze_name]
+
+    def heldout(self, params, maze_name: str, seed: int) -> np.ndarray:
+        return np.asarray(self._heldout_functions(maze_name)[0](params, seed))
+
+    def heldout_seeds(self, params, maze_name: str, seeds) -> np.ndarray:
+        """[seeds, episodes]: `heldout` of each seed's parameters (leading axis of `params`) in one call."""
+        return np.asarray(self._heldout_functions(maze_name)[1](params, np.asarray(seeds)))
 
 
 def evaluation_key(record: dict) -> tuple:

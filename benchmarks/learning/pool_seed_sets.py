@@ -17,9 +17,10 @@ ones (common random numbers, as between the two sides).
 
 `--cleanued-runs` takes cleanued's side from other run folders instead, trained with the folders' cleanued settings
 (for instance hundreds of seeds vmapped in one process on a GPU) and evaluated by `benchmarks/learning/fork_run.py
-evaluate --out RUN/evaluations.jsonl` on the same training-distribution levels; the table then has the training
-distribution's rows alone. A tail that shows in a few seeds is measured best this way: minimax's side then comes from
-every folder.
+evaluate --out RUN/evaluations.jsonl` on the same training-distribution levels, and on the held-out mazes where the
+runs were evaluated on them at the folders' checkpoints (`--heldout-mazes ... --heldout-from`, the folders'
+--heldout-from); the table then has the rows both sides have. A tail that shows in a few seeds is measured best this
+way: minimax's side then comes from every folder.
 
     python benchmarks/learning/pool_seed_sets.py $R ${R}_set2 --cleanued-runs RUN_A RUN_B
 """
@@ -112,9 +113,9 @@ harness's defaults (--train-levels, --eval-seed)."""
 
 
 def run_values(folders: tuple[Path, ...], runs: tuple[Path, ...], method: str, values: dict) -> dict:
-    """`values` with cleanued's side replaced by the runs' training-distribution evaluations, {(label, grid,
-    "cleanued"): {(run folder, seed): rate}}; refused unless every run has the folders' cleanued settings, the
-    folders' training-distribution evaluation setting and a seed of its own."""
+    """`values` with cleanued's side replaced by the runs' evaluations, {(label, grid, "cleanued"): {(run folder,
+    seed): rate}}; refused unless every run has the folders' cleanued settings, the folders' evaluation settings, a
+    seed of its own and, for each held-out maze it was played on, the folders' checkpoints of that maze."""
     table = json.loads((folders[0] / "settings.json").read_text())[method]["table"]
     expected = {row["cleanued_flag"]: row["cleanued_used"] for row in table if row["kind"] != "fixed"}
     experiment = json.loads((folders[0] / "experiment.json").read_text())
@@ -124,11 +125,12 @@ def run_values(folders: tuple[Path, ...], runs: tuple[Path, ...], method: str, v
             "their own: pool folders of runs started as the runs were"
         )
     rollouts = experiment["rollouts"]
-    setting = next(
-        ((record["episodes"], record["eval_seed"]) for record in read_jsonl(folders[0] / "evaluations.jsonl")
-         if record["kind"] == "train_levels"),
-        FORK_RUN_EVALUATION,
-    )  # fmt: skip
+    settings, grids = {"training distribution": FORK_RUN_EVALUATION}, {}
+    for (label, grid, _), _ in values.items():
+        grids.setdefault(label, set()).add(grid)
+    for record in read_jsonl(folders[0] / "evaluations.jsonl"):
+        label = "training distribution" if record["kind"] == "train_levels" else record["maze"]
+        settings[label] = (record["episodes"], record["eval_seed"])
     replaced = {key: value for key, value in values.items() if key[2] != "cleanued"}
     seeds_seen = {}
     if len({run.resolve() for run in runs}) < len(runs):
@@ -147,13 +149,28 @@ def run_values(folders: tuple[Path, ...], runs: tuple[Path, ...], method: str, v
             raise ConfigError(f"--cleanued-runs {run}: {config['total_updates']} updates, the folders {rollouts}")
         if (earlier := seeds_seen.setdefault(config["seed"], run)) != run:
             raise ConfigError(f"--cleanued-runs {run} and {earlier} share --seed {config['seed']}: seeds would repeat")
+        played = {}
         for record in read_jsonl(run / "evaluations.jsonl"):
+            # fork_run.py evaluate's records before its held-out mazes were of the training distribution alone.
+            label = record["maze"] if record.get("kind", "train_levels") == "heldout" else "training distribution"
             episodes, eval_seed = FORK_RUN_EVALUATION
             evaluated = (record.get("episodes", episodes), record.get("eval_seed", eval_seed))
-            if evaluated != setting:
-                raise ConfigError(f"--cleanued-runs {run}: evaluated with {evaluated}, the folders with {setting}")
-            key = ("training distribution", record["update"], "cleanued")
-            replaced.setdefault(key, {})[str(run), record["seed"]] = record["solve_rate"]
+            if label not in settings:
+                raise ConfigError(f"--cleanued-runs {run}: evaluated on {label}, the folders not")
+            if evaluated != settings[label]:
+                raise ConfigError(
+                    f"--cleanued-runs {run}: {label} evaluated with {evaluated}, the folders with {settings[label]}"
+                )
+            played.setdefault(label, set()).add(record["update"])
+            replaced.setdefault((label, record["update"], "cleanued"), {})[str(run), record["seed"]] = record[
+                "solve_rate"
+            ]
+        for label, updates in played.items():
+            if label != "training distribution" and updates != grids[label]:
+                raise ConfigError(
+                    f"--cleanued-runs {run}: {label} evaluated at checkpoints {sorted(updates)}, the folders at "
+                    f"{sorted(grids[label])}: evaluate with the folders' --heldout-from"
+                )
     return replaced
 
 
@@ -213,9 +230,9 @@ def read_pooled(folders: tuple[Path, ...], method: str, cleanued_runs: tuple[Pat
 
 def pooled_table(args: Args) -> str:
     values = read_pooled(args.folders, args.method, args.cleanued_runs)
+    # Rows both sides have: runs evaluated on the training distribution alone give its rows alone.
     labels = ["training distribution"]
-    if not args.cleanued_runs:  # the runs' evaluations are of the training distribution alone
-        labels += sorted({label for label, _, _ in values} - {"training distribution"})
+    labels += sorted({label for label, _, side in values if side == "cleanued"} - {"training distribution"})
     cleanued_from = f"; cleanued's side from {len(args.cleanued_runs)} other run(s)" if args.cleanued_runs else ""
     lines = [
         f"{args.method}, {len(args.folders)} seed set(s) pooled{cleanued_from}: solve rates, mean [95% bootstrap"

@@ -4,6 +4,7 @@ recorded: tests/fixtures/README.md). AMAZE_FIXTURE points the parity tests at an
 import collections
 import json
 import os
+import signal
 import tempfile
 from pathlib import Path
 
@@ -50,6 +51,20 @@ def environment_with_fusion_emitters() -> dict:
     (a scatter of over 2**31 indices)."""
     kept = [flag for flag in os.environ.get("XLA_FLAGS", "").split() if not flag.startswith(f"{FUSION_EMITTERS_FLAG}=")]
     return {**os.environ, "XLA_FLAGS": " ".join(kept)}
+
+
+@pytest.fixture(autouse=True)
+def signal_handlers_kept():
+    """Fails a test that leaves Ctrl+C's or SIGTERM's handler otherwise than it found it, and puts the handler
+    back: a test after it in the same worker would inherit the change, and a child it starts inherits an ignored
+    signal (three run-stage tests whose stand-in for minimax could not be stopped failed so in CI)."""
+    found = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    changed = [sig for sig, handler in found.items() if signal.getsignal(sig) != handler]
+    for sig in changed:
+        signal.signal(sig, found[sig])
+    if changed:
+        pytest.fail(f"the test left the handler of {', '.join(sig.name for sig in changed)} changed", pytrace=False)
 
 
 @pytest.fixture(scope="session")

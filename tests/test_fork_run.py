@@ -293,6 +293,16 @@ def test_evaluate_refuses_labels_that_do_not_fit_the_run(forked):
         fork_run.evaluate(fork_run.Evaluate(run_dir=run_dir, seeds=(4,)))
 
 
+def test_evaluate_refuses_an_unknown_or_repeated_held_out_maze_in_one_line(tmp_path):
+    for mazes, message in ((("Labyrinth", "Nope"), "unknown maze 'Nope'"), (("Labyrinth",) * 2, "a maze twice")):
+        printed = command_in_process(
+            "benchmarks/learning/fork_run.py", "evaluate", "--run-dir", str(tmp_path), "--heldout-mazes", *mazes
+        )
+        assert printed.returncode == 2 and message in printed.stderr and len(printed.stderr.splitlines()) == 1
+    with pytest.raises(ConfigError, match="--heldout-from must be non-negative, got -1"):
+        fork_run.Evaluate(run_dir=tmp_path, heldout_from=-1)
+
+
 def test_variants_the_runs_state_cannot_take_are_refused():
     """check_copies on stand-in runner states: a curriculum beyond the level buffer (ACCEL's parents), networks that
     are not one train_state (PAIRED's; asked for by --fresh-optimizer or by --params-from alone) and no level buffer

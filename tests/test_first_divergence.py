@@ -4,6 +4,7 @@ against hand-computed values; window values read as the tool says (chunk means, 
 the table's first windows and means.
 Mutation checked by hand: with Holm replaced by the raw p-values, the alike sides are flagged."""
 
+import json
 import math
 from types import SimpleNamespace
 
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 
 from benchmarks.learning import first_divergence as tool
+from common.errors import ConfigError
 
 SEEDS, WINDOWS = 12, 20
 ENDS = [10 * (index + 1) for index in range(WINDOWS)]
@@ -129,3 +131,55 @@ def test_the_table_shows_each_statistic_s_first_flagged_window_and_the_sides_mea
     entropy_records = [record for record in records if record["statistic"] == "policy entropy"]
     assert [record["window_end"] for record in entropy_records] == [20, 40, 50] * 2
     np.testing.assert_allclose([record["minimax_mean"] for record in entropy_records[:3]], minimax_values.mean(0))
+
+
+def test_cleanued_runs_replace_the_comparisons_cleanued_side_with_their_seeds_numbered_on(monkeypatch, tmp_path):
+    """--cleanued-runs: two runs' seeds (3 and 2) stand for cleanued's side against the comparison's minimax seeds,
+    each run's seeds numbered after the previous run's; runs trained otherwise or logged at another interval are
+    refused in one line. Fails with the runs' seeds not numbered on (seed 0 twice) or the comparison's own cleanued
+    rows kept."""
+    rollouts = 20
+    out = tmp_path / "comparison"
+    out.mkdir()
+    (out / "experiment.json").write_text(json.dumps({"seeds": 3, "rollouts": rollouts}))
+    table = [{"kind": "shared", "cleanued_flag": "maze_size", "cleanued_used": 13}]
+    (out / "settings.json").write_text(json.dumps({"plr": {"table": table}}))
+    entropies = {100: [1.0, 2.0, 3.0], 200: [4.0, 5.0]}
+    runs = []
+    for seed, values in entropies.items():
+        run = tmp_path / f"run{seed}"
+        run.mkdir()
+        config = {
+            "maze_size": 13,
+            "total_updates": rollouts,
+            "seed": seed,
+            "num_seeds": len(values),
+            "log_interval": 10,
+        }
+        (run / "config.json").write_text(json.dumps({"script": "algos/plr.py", "config": config}))
+        lines = ["seed,update,ppo/entropy"]
+        lines += [f"{index},{update},{value}" for index, value in enumerate(values) for update in (10, 20)]
+        (run / "logs.csv").write_text("\n".join(lines) + "\n")
+        runs.append(run)
+    own_rows = [{"seed": 0.0, "update": update, "ppo/entropy": 100.0} for update in (10, 20)]
+    events = {
+        index: [{"rollout": tick, "kind": "new", "entropy": 10.0 + index} for tick in range(1, rollouts + 1)]
+        for index in range(3)
+    }
+    monkeypatch.setattr(tool, "harness_args", lambda out, method: SimpleNamespace(seeds=3, rollouts=rollouts))
+    monkeypatch.setattr(tool, "gather_run_facts", lambda harness: ({}, {}, {}, {"plr": own_rows}, {"plr": events}))
+    args = tool.Args(out=out, window=20, cleanued_runs=tuple(runs))
+    table, records = tool.first_divergence(args)
+    assert "plr, 5/3 seeds (cleanued's from 2 other run(s)), windows of 20 rollouts" in table
+    entropy = next(r for r in records if r["statistic"] == "policy entropy" and r["test"] == "location")
+    assert (entropy["cleanued_mean"], entropy["minimax_mean"]) == (3.0, 11.0)  # the five seeds' mean, not 100
+    assert entropy["p"] == tool.mann_whitney_p([1.0, 2.0, 3.0, 4.0, 5.0], [10.0, 11.0, 12.0])
+    config_path = runs[1] / "config.json"
+    saved = json.loads(config_path.read_text())
+    for change, message in (
+        ({"log_interval": 20}, "logged every 20 updates, the comparison every 10"),
+        ({"maze_size": 11}, "trained with other settings than the folders' cleanued: maze_size 11"),
+    ):
+        config_path.write_text(json.dumps({**saved, "config": {**saved["config"], **change}}))
+        with pytest.raises(ConfigError, match=message):
+            tool.first_divergence(args)

@@ -12,6 +12,11 @@ adjusted over the windows by Holm's method, so the chance of any false flag for 
 `--alpha`. minimax logs some statistics only when run through benchmarks/learning/minimax_train.py (the harness does).
 
     python benchmarks/learning/first_divergence.py /work/lvm/7x7_plr12 [--window 10] [--out-json FILE]
+
+`--cleanued-runs` takes cleanued's side from other runs trained with the comparison's cleanued settings and
+`--log-interval 10` (hundreds of seeds vmapped on a GPU), against the comparison's minimax seeds:
+
+    python benchmarks/learning/first_divergence.py /work/lvm/13x13_plr_256_set6 --window 50 --cleanued-runs RUN_A RUN_B
 """
 
 import json
@@ -37,8 +42,9 @@ from benchmarks.learning.learning_vs_minimax_report import (  # noqa: E402
     gather_run_facts,
     mann_whitney_p,
     minimax_window_value,
+    read_cleanued_log,
 )
-from benchmarks.learning.pool_seed_sets import spread_p  # noqa: E402
+from benchmarks.learning.pool_seed_sets import check_cleanued_runs, spread_p  # noqa: E402
 from common.config import AT_LEAST_ONE, Range, raise_first, range_problems  # noqa: E402
 from common.errors import ConfigError  # noqa: E402
 from common.runs import one_line_errors  # noqa: E402
@@ -106,6 +112,9 @@ class Args:
     """Family-wise error rate per statistic and test over all windows (Holm)."""
     out_json: Path | None = None
     """Also write one JSON line per statistic, test and window here."""
+    cleanued_runs: tuple[Path, ...] = ()
+    """cleanued run folders (config.json, logs.csv) whose seeds replace the comparison's cleanued side, trained with
+    its cleanued settings (for instance hundreds of seeds vmapped on a GPU), as pool_seed_sets.py's --cleanued-runs."""
 
     def __post_init__(self):
         raise_first(range_problems(self))
@@ -151,11 +160,14 @@ def divergence(cleanued: np.ndarray, minimax: np.ndarray, ends: list[int], alpha
 
 def window_values(facts: dict, statistic: Statistic, seeds: int, windows: list[tuple[int, int]]) -> tuple:
     """([seeds, windows] cleanued values, the same for minimax or None where minimax does not log it)."""
-    rows, events = facts["cleanued"], facts["minimax"]
+    events, rows_of = facts["minimax"], {}
+    for row in facts["cleanued"]:  # each seed's rows once, not every row for every seed and window
+        rows_of.setdefault(int(row["seed"]), []).append(row)
 
     def cleanued_value(seed, start, end):
         if statistic.at_end:
             start = end - LOG_INTERVAL  # the row of the chunk ending at `end` holds the buffer's state there
+        rows = rows_of.get(seed, [])
         return cleanued_window_value(rows, seed, start, end, statistic.cleanued, statistic.cleanued_weight)
 
     def minimax_value(seed_events, start, end):
@@ -180,16 +192,38 @@ def harness_args(out: Path, method: str) -> HarnessArgs:
     return HarnessArgs(methods=(method,), out=out, **fields)
 
 
+def runs_logs(args: Args) -> tuple[list[dict], int]:
+    """The --cleanued-runs' log rows, their seeds numbered on from run to run, and the number of seeds."""
+    check_cleanued_runs(args.out, args.cleanued_runs, args.method, "logs.csv", f"algos/{args.method}.py")
+    rows, seeds = [], 0
+    for run in args.cleanued_runs:
+        config = json.loads((run / "config.json").read_text())["config"]
+        if config["log_interval"] != LOG_INTERVAL:  # a window's rows, and the row at its end, are the comparison's
+            raise ConfigError(
+                f"--cleanued-runs {run}: logged every {config['log_interval']} updates, the comparison every "
+                f"{LOG_INTERVAL}"
+            )
+        rows += [row | {"seed": float(seeds + int(row["seed"]))} for row in read_cleanued_log(run / "logs.csv")]
+        seeds += config["num_seeds"]
+    return rows, seeds
+
+
 def first_divergence(args: Args) -> tuple[str, list[dict]]:
     harness = harness_args(args.out, args.method)
     _, _, _, cleanued_logs, minimax_logs = gather_run_facts(harness)
     facts = {"cleanued": cleanued_logs[args.method], "minimax": minimax_logs[args.method]}
+    seeds = harness.seeds
+    if args.cleanued_runs:
+        facts["cleanued"], seeds = runs_logs(args)
     if not facts["cleanued"] or not facts["minimax"]:
         raise ConfigError(f"{args.out} lacks {args.method}'s training logs on a side (run the comparison's run stage)")
     windows = [(start, min(start + args.window, harness.rollouts)) for start in range(0, harness.rollouts, args.window)]
     ends = [end for _, end in windows]
+    sides = f"{harness.seeds} seeds a side" if seeds == harness.seeds else f"{seeds}/{harness.seeds} seeds"
+    if args.cleanued_runs:
+        sides += f" (cleanued's from {len(args.cleanued_runs)} other run(s))"
     lines = [
-        f"{args.method}, {harness.seeds} seeds a side, windows of {args.window} rollouts: the first window end where "
+        f"{args.method}, {sides}, windows of {args.window} rollouts: the first window end where "
         f"the sides' distributions over seeds differ (Holm-adjusted p < {args.alpha} over {len(windows)} windows), "
         "with each side's mean there",
         "",
@@ -198,7 +232,7 @@ def first_divergence(args: Args) -> tuple[str, list[dict]]:
     ]
     records = []
     for statistic in STATISTICS:
-        cleanued, minimax = window_values(facts, statistic, harness.seeds, windows)
+        cleanued, minimax = window_values(facts, statistic, seeds, windows)
         if minimax is None:
             lines.append(f"| {statistic.name} | minimax does not log it | | | |")
             continue

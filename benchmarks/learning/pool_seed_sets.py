@@ -112,32 +112,24 @@ FORK_RUN_EVALUATION = (512, 0)
 harness's defaults (--train-levels, --eval-seed)."""
 
 
-def run_values(folders: tuple[Path, ...], runs: tuple[Path, ...], method: str, values: dict) -> dict:
-    """`values` with cleanued's side replaced by the runs' evaluations, {(label, grid, "cleanued"): {(run folder,
-    seed): rate}}; refused unless every run has the folders' cleanued settings, the folders' evaluation settings, a
-    seed of its own and, for each held-out maze it was played on, the folders' checkpoints of that maze."""
-    table = json.loads((folders[0] / "settings.json").read_text())[method]["table"]
+def check_cleanued_runs(folder: Path, runs: tuple[Path, ...], method: str, reads: str, made_by: str) -> None:
+    """Refuse `--cleanued-runs` that cannot stand for the cleanued side of `folder` (a comparison's output): a run
+    without config.json or the file `reads` (which `made_by` writes), of another script, trained with other settings or for another length,
+    sharing a seed or given twice, or a folder whose seeds started from given parameters."""
+    table = json.loads((folder / "settings.json").read_text())[method]["table"]
     expected = {row["cleanued_flag"]: row["cleanued_used"] for row in table if row["kind"] != "fixed"}
-    experiment = json.loads((folders[0] / "experiment.json").read_text())
+    experiment = json.loads((folder / "experiment.json").read_text())
     if started := [key for key in ("same_init", "init_from") if experiment.get(key)]:
         raise ConfigError(
             f"--cleanued-runs: the folders' seeds started from given parameters ({', '.join(started)}), the runs' from "
             "their own: pool folders of runs started as the runs were"
         )
-    rollouts = experiment["rollouts"]
-    settings, grids = {"training distribution": FORK_RUN_EVALUATION}, {}
-    for (label, grid, _), _ in values.items():
-        grids.setdefault(label, set()).add(grid)
-    for record in read_jsonl(folders[0] / "evaluations.jsonl"):
-        label = "training distribution" if record["kind"] == "train_levels" else record["maze"]
-        settings[label] = (record["episodes"], record["eval_seed"])
-    replaced = {key: value for key, value in values.items() if key[2] != "cleanued"}
-    seeds_seen = {}
     if len({run.resolve() for run in runs}) < len(runs):
         raise ConfigError(f"--cleanued-runs {' '.join(map(str, runs))}: a run twice")
+    seeds_seen = {}
     for run in runs:
-        if not (run / "config.json").is_file() or not (run / "evaluations.jsonl").is_file():
-            raise ConfigError(f"--cleanued-runs {run}: needs config.json and evaluations.jsonl (fork_run.py evaluate)")
+        if not (run / "config.json").is_file() or not (run / reads).is_file():
+            raise ConfigError(f"--cleanued-runs {run}: needs config.json and {reads} ({made_by})")
         saved = json.loads((run / "config.json").read_text())
         if saved["script"] != f"algos/{method}.py":
             raise ConfigError(f"--cleanued-runs {run}: a run of {saved['script']}, not of algos/{method}.py")
@@ -145,10 +137,27 @@ def run_values(folders: tuple[Path, ...], runs: tuple[Path, ...], method: str, v
         if differing := sorted(key for key, value in expected.items() if config.get(key) != value):
             shown = ", ".join(f"{key} {config.get(key)!r} (folders: {expected[key]!r})" for key in differing)
             raise ConfigError(f"--cleanued-runs {run}: trained with other settings than the folders' cleanued: {shown}")
-        if config["total_updates"] != rollouts:
-            raise ConfigError(f"--cleanued-runs {run}: {config['total_updates']} updates, the folders {rollouts}")
+        if config["total_updates"] != experiment["rollouts"]:
+            raise ConfigError(
+                f"--cleanued-runs {run}: {config['total_updates']} updates, the folders {experiment['rollouts']}"
+            )
         if (earlier := seeds_seen.setdefault(config["seed"], run)) != run:
             raise ConfigError(f"--cleanued-runs {run} and {earlier} share --seed {config['seed']}: seeds would repeat")
+
+
+def run_values(folders: tuple[Path, ...], runs: tuple[Path, ...], method: str, values: dict) -> dict:
+    """`values` with cleanued's side replaced by the runs' evaluations, {(label, grid, "cleanued"): {(run folder,
+    seed): rate}}; refused unless the runs pass `check_cleanued_runs` and each was evaluated with the folders'
+    evaluation settings and, for each held-out maze it was played on, at the folders' checkpoints of that maze."""
+    check_cleanued_runs(folders[0], runs, method, "evaluations.jsonl", "fork_run.py evaluate")
+    settings, grids = {"training distribution": FORK_RUN_EVALUATION}, {}
+    for (label, grid, _), _ in values.items():
+        grids.setdefault(label, set()).add(grid)
+    for record in read_jsonl(folders[0] / "evaluations.jsonl"):
+        label = "training distribution" if record["kind"] == "train_levels" else record["maze"]
+        settings[label] = (record["episodes"], record["eval_seed"])
+    replaced = {key: value for key, value in values.items() if key[2] != "cleanued"}
+    for run in runs:
         played = {}
         for record in read_jsonl(run / "evaluations.jsonl"):
             # fork_run.py evaluate's records before its held-out mazes were of the training distribution alone.
@@ -162,9 +171,8 @@ def run_values(folders: tuple[Path, ...], runs: tuple[Path, ...], method: str, v
                     f"--cleanued-runs {run}: {label} evaluated with {evaluated}, the folders with {settings[label]}"
                 )
             played.setdefault(label, set()).add(record["update"])
-            replaced.setdefault((label, record["update"], "cleanued"), {})[str(run), record["seed"]] = record[
-                "solve_rate"
-            ]
+            key = (label, record["update"], "cleanued")
+            replaced.setdefault(key, {})[str(run), record["seed"]] = record["solve_rate"]
         for label, updates in played.items():
             if label != "training distribution" and updates != grids[label]:
                 raise ConfigError(

@@ -124,6 +124,7 @@ def test_the_table_shows_each_statistic_s_first_flagged_window_and_the_sides_mea
     expected = tool.divergence(cleanued_values, minimax_values, [20, 40, 50], alpha=0.05)
     assert expected["location"]["first"] == 40 and expected["spread"]["first"] == 50
     lines = table.splitlines()
+    assert lines[0].startswith(f"plr, {SEEDS} seeds a side, windows of 20 rollouts: ")
     location_p, spread_p = expected["location"]["adjusted"][1], expected["spread"]["adjusted"][2]
     means = f"{np.mean(cleanued_values[:, 1]):.4g} | {np.mean(minimax_values[:, 1]):.4g}"
     assert f"| policy entropy | 40 (p {location_p:.3f}) | 50 (p {spread_p:.3f}) | {means} |" in lines
@@ -170,7 +171,7 @@ def test_cleanued_runs_replace_the_comparisons_cleanued_side_with_their_seeds_nu
     monkeypatch.setattr(tool, "gather_run_facts", lambda harness: ({}, {}, {}, {"plr": own_rows}, {"plr": events}))
     args = tool.Args(out=out, window=20, cleanued_runs=tuple(runs))
     table, records = tool.first_divergence(args)
-    assert "plr, 5/3 seeds (cleanued's from 2 other run(s)), windows of 20 rollouts" in table
+    assert "plr, 5 cleanued seeds from 2 other run(s) against 3 of minimax's, windows of 20 rollouts" in table
     entropy = next(r for r in records if r["statistic"] == "policy entropy" and r["test"] == "location")
     assert (entropy["cleanued_mean"], entropy["minimax_mean"]) == (3.0, 11.0)  # the five seeds' mean, not 100
     assert entropy["p"] == tool.mann_whitney_p([1.0, 2.0, 3.0, 4.0, 5.0], [10.0, 11.0, 12.0])

@@ -219,9 +219,11 @@ def first_divergence(args: Args) -> tuple[str, list[dict]]:
         raise ConfigError(f"{args.out} lacks {args.method}'s training logs on a side (run the comparison's run stage)")
     windows = [(start, min(start + args.window, harness.rollouts)) for start in range(0, harness.rollouts, args.window)]
     ends = [end for _, end in windows]
-    sides = f"{harness.seeds} seeds a side" if seeds == harness.seeds else f"{seeds}/{harness.seeds} seeds"
-    if args.cleanued_runs:
-        sides += f" (cleanued's from {len(args.cleanued_runs)} other run(s))"
+    minimax_seeds = len(facts["minimax"])  # the finished runs
+    sides = f"{seeds} seeds a side"
+    if args.cleanued_runs or seeds != minimax_seeds:
+        runs = f" from {len(args.cleanued_runs)} other run(s)" if args.cleanued_runs else ""
+        sides = f"{seeds} cleanued seeds{runs} against {minimax_seeds} of minimax's"
     lines = [
         f"{args.method}, {sides}, windows of {args.window} rollouts: the first window end where "
         f"the sides' distributions over seeds differ (Holm-adjusted p < {args.alpha} over {len(windows)} windows), "

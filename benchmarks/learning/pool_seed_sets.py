@@ -114,8 +114,8 @@ harness's defaults (--train-levels, --eval-seed)."""
 
 def check_cleanued_runs(folder: Path, runs: tuple[Path, ...], method: str, reads: str, made_by: str) -> None:
     """Refuse `--cleanued-runs` that cannot stand for the cleanued side of `folder` (a comparison's output): a run
-    without config.json or the file `reads` (which `made_by` writes), of another script, trained with other settings or for another length,
-    sharing a seed or given twice, or a folder whose seeds started from given parameters."""
+    without config.json or the file `reads` (which `made_by` writes), of another script, trained with other settings
+    or for another length, sharing a seed or given twice, or a folder whose seeds started from given parameters."""
     table = json.loads((folder / "settings.json").read_text())[method]["table"]
     expected = {row["cleanued_flag"]: row["cleanued_used"] for row in table if row["kind"] != "fixed"}
     experiment = json.loads((folder / "experiment.json").read_text())

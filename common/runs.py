@@ -395,8 +395,9 @@ class StopSignal:
     `chunk_running`) ends the process at once, without a checkpoint: a chunk too large for the machine may never
     finish. Elsewhere repeated signals only say that the stop is under way: an exception raised in the middle of a
     compile can crash the process (a segmentation fault), and a run stopped before its first checkpoint would
-    leave a folder that --resume refuses. After a stop, or when the process ends after the run, the signals stay
-    ignored on exit."""
+    leave a folder that --resume refuses. When the process ends after the run, the signals stay ignored on exit;
+    a run inside a longer program (a notebook, a test) gets its handlers back, also after a stop, so that its
+    next Ctrl+C still interrupts it."""
 
     def __init__(self, process_ends_after: bool = False):
         self.requested = None
@@ -425,9 +426,9 @@ class StopSignal:
 
     def __exit__(self, *exc):
         for sig, handler in self._previous.items():
-            # Once a stop was asked for, or when the process ends after the run, only the interpreter's shutdown
-            # (jax's clean-up among it) is left: a signal then would interrupt it with tracebacks, not stop sooner.
-            signal.signal(sig, signal.SIG_IGN if self.requested or self.process_ends_after else handler)
+            # When the process ends after the run, only the interpreter's shutdown (jax's clean-up among it) is
+            # left: a signal then would interrupt it with tracebacks, not stop sooner.
+            signal.signal(sig, signal.SIG_IGN if self.process_ends_after else handler)
 
 
 def stop_reason(run, update: int, env_steps: int, seconds: float, student_updates: int) -> str | None:

@@ -386,7 +386,7 @@ if (out / "fail_once").exists():
 
 MINIMAX_STAND_IN = """
 import os, pathlib, signal, sys, time
-signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a test before may leave it ignored in pytest, and children inherit that
+signal.signal(signal.SIGTERM, signal.SIG_DFL)  # pytest may have been started with it ignored, which children inherit
 directory = pathlib.Path(sys.argv[1])
 directory.mkdir(parents=True, exist_ok=True)
 (directory / "meta.json").write_text("{}")

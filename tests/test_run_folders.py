@@ -227,11 +227,11 @@ def test_a_start_that_another_process_beat_to_the_same_new_folder_is_refused(tmp
     assert (run_dir / "config.json").read_text() == "the other process's"
 
 
-def test_the_signals_are_handed_back_after_a_run_unless_a_stop_came_or_the_process_ends_after_it():
+def test_the_signals_are_handed_back_after_a_run_unless_the_process_ends_after_it():
     """StopSignal's exit: a run inside a longer program (a test, a notebook) gets its Ctrl+C and SIGTERM handlers
-    back; after a stop, or when the process ends after the run (a script's command line), they stay ignored.
-    Kills mutmut's survivors of StopSignal.__init__ 1 and 7; its 2, 3 and 5 are equivalent (None, "" and False are
-    only ever read for their truth)."""
+    back, also after a stop (a notebook's next Ctrl+C must still interrupt it; a stopped in-process run left them
+    ignored for the test worker's later tests and their children); when the process ends after the run (a script's
+    command line), they stay ignored. Kills mutmut's survivors of StopSignal.__init__ 1 and 7."""
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         with runs.StopSignal():
@@ -244,7 +244,7 @@ def test_the_signals_are_handed_back_after_a_run_unless_a_stop_came_or_the_proce
             signal.signal(sig, handler)
         with runs.StopSignal() as stop:
             stop.requested = "SIGTERM"
-        assert {signal.getsignal(sig) for sig in previous} == {signal.SIG_IGN}
+        assert {sig: signal.getsignal(sig) for sig in previous} == previous
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

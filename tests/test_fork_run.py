@@ -294,7 +294,10 @@ def test_evaluate_refuses_labels_that_do_not_fit_the_run(forked):
 
 
 def test_evaluate_refuses_an_unknown_or_repeated_held_out_maze_in_one_line(tmp_path):
-    for mazes, message in ((("Labyrinth", "Nope"), "unknown maze 'Nope'"), (("Labyrinth",) * 2, "a maze twice")):
+    for mazes, message in (
+        (("Labyrinth", "Nope"), "unknown held-out maze 'Nope'"),
+        (("Labyrinth",) * 2, "a maze twice"),
+    ):
         printed = command_in_process(
             "benchmarks/learning/fork_run.py", "evaluate", "--run-dir", str(tmp_path), "--heldout-mazes", *mazes
         )

@@ -50,6 +50,7 @@ import tyro
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.learning.learning_vs_minimax_config import Args as HarnessArgs  # noqa: E402
+from benchmarks.learning.learning_vs_minimax_config import heldout_maze_problems  # noqa: E402
 from benchmarks.learning.learning_vs_minimax_evaluate import Evaluator  # noqa: E402
 from common.checkpoint import Checkpoints, checkpoint_path, checkpoint_update, list_checkpoints, load  # noqa: E402
 from common.config import (  # noqa: E402
@@ -66,7 +67,6 @@ from common.evaluate import load_run  # noqa: E402
 from common.init_from import NPZ_PREFIX, flat_names  # noqa: E402
 from common.runs import one_line_errors, open_run_folder, remove_unstarted, start_run  # noqa: E402
 from common.sweep import run_functions  # noqa: E402
-from envs.heldout import HELDOUT_MAZES  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -126,19 +126,7 @@ class Evaluate:
     """Also write the records here as JSON lines (replaced)."""
 
     def __post_init__(self):
-        raise_first(
-            [
-                *range_problems(self),
-                *[
-                    (name not in HELDOUT_MAZES, f"--heldout-mazes: unknown maze {name!r}")
-                    for name in self.heldout_mazes
-                ],
-                (
-                    len(set(self.heldout_mazes)) < len(self.heldout_mazes),
-                    f"--heldout-mazes {' '.join(self.heldout_mazes)}: a maze twice",
-                ),
-            ]
-        )
+        raise_first([*range_problems(self), *heldout_maze_problems(self.heldout_mazes)])
 
 
 @dataclass(frozen=True)

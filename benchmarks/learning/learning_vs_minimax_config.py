@@ -218,6 +218,14 @@ of every comparison kept), then the others as envs/heldout.py registers them. A 
 where --heldout-mazes names it, since its records count as done under any order."""
 
 
+def heldout_maze_problems(mazes: tuple[str, ...]) -> list[tuple[bool, str]]:
+    """`raise_first`'s (condition, message) pairs for a --heldout-mazes: an unknown maze, a maze twice."""
+    return [
+        *[(name not in HELDOUT_MAZES, f"unknown held-out maze {name!r}") for name in mazes],
+        (len(set(mazes)) < len(mazes), f"--heldout-mazes {' '.join(mazes)}: a maze twice"),
+    ]
+
+
 @dataclass(frozen=True)
 class Args:
     methods: tuple[Literal["dr", "plr", "accel", "paired"], ...] = METHODS
@@ -294,10 +302,7 @@ class Args:
             [
                 (not self.methods, "--methods: give at least one method"),
                 (len(set(self.methods)) < len(self.methods), f"--methods {' '.join(self.methods)}: a method twice"),
-                (
-                    len(set(self.heldout_mazes)) < len(self.heldout_mazes),
-                    f"--heldout-mazes {' '.join(self.heldout_mazes)}: a maze twice",
-                ),
+                *heldout_maze_problems(self.heldout_mazes),
                 (
                     self.n_walls > self.maze_size**2 - 2,
                     f"--n-walls ({self.n_walls}) must leave two cells free for the agent and the goal: at most "
@@ -318,7 +323,6 @@ class Args:
                     f"--checkpoint-every ({self.checkpoint_every}) must be a multiple of {LOG_INTERVAL} (cleanued's "
                     "--log-interval)",
                 ),
-                *[(name not in HELDOUT_MAZES, f"unknown held-out maze {name!r}") for name in self.heldout_mazes],
                 (
                     self.same_init and "paired" in self.methods,
                     "--same-init covers the student alone: PAIRED's teacher and antagonist would still start apart",

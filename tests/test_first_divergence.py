@@ -1,7 +1,7 @@
 """benchmarks/learning/first_divergence.py on synthetic sides: sides drawn alike are never flagged; sides that differ
 from a known window on are flagged from that window, by the test that sees the kind of difference; Holm's adjustment
 against hand-computed values; window values read as the tool says (chunk means, or the buffer at the window's end);
-the table's first windows and means.
+the table's first windows and means; --span's one test over each seed's mean within the span.
 Mutation checked by hand: with Holm replaced by the raw p-values, the alike sides are flagged."""
 
 import json
@@ -132,6 +132,59 @@ def test_the_table_shows_each_statistic_s_first_flagged_window_and_the_sides_mea
     entropy_records = [record for record in records if record["statistic"] == "policy entropy"]
     assert [record["window_end"] for record in entropy_records] == [20, 40, 50] * 2
     np.testing.assert_allclose([record["minimax_mean"] for record in entropy_records[:3]], minimax_values.mean(0))
+
+
+@pytest.mark.parametrize(
+    ("span", "message"),
+    [
+        ((100, 100), r"--span 100 100: give FROM TO with 0 <= FROM < TO"),
+        ((150, 400), r"--span 150 400: both ends must be multiples of --window \(100\)"),
+    ],
+)
+def test_a_span_that_is_empty_or_cuts_a_window_is_refused(tmp_path, span, message):
+    with pytest.raises(ConfigError, match=message):
+        tool.Args(out=tmp_path, window=100, span=span)
+
+
+def test_a_span_tests_each_seed_s_mean_over_the_windows_inside_it_once(monkeypatch, tmp_path):
+    """60 rollouts in windows of 10, --span 20 40: each seed's entropy is the mean of its windows ending at 30 and 40.
+    The windows outside differ far more, the other way: read with them, the table's means and p would be others.
+    Fails with the span's windows not selected, or with the seeds' values not averaged over them."""
+    rollouts, window = 60, 10
+    rng = np.random.default_rng(4)
+    cleanued_values, minimax_values = rng.normal(size=(SEEDS, 6)), rng.normal(size=(SEEDS, 6))
+    minimax_values[:, 2:4] += 1.0
+    minimax_values[:, [0, 1, 4, 5]] -= 30.0
+    rows = [
+        {"seed": seed, "update": update, "ppo/entropy": cleanued_values[seed, update // window - 1]}
+        for seed in range(SEEDS)
+        for update in range(10, rollouts + 1, 10)
+    ]
+    events = {
+        seed: [
+            {"rollout": tick, "kind": "new", "entropy": minimax_values[seed, (tick - 1) // window]}
+            for tick in range(1, rollouts + 1)
+        ]
+        for seed in range(SEEDS)
+    }
+    monkeypatch.setattr(tool, "harness_args", lambda out, method: SimpleNamespace(seeds=SEEDS, rollouts=rollouts))
+    monkeypatch.setattr(tool, "gather_run_facts", lambda harness: ({}, {}, {}, {"plr": rows}, {"plr": events}))
+    table, records = tool.first_divergence(tool.Args(out=tmp_path, window=window, span=(20, 40)))
+
+    cleanued_span, minimax_span = cleanued_values[:, 2:4].mean(1), minimax_values[:, 2:4].mean(1)
+    location_p = tool.mann_whitney_p(list(cleanued_span), list(minimax_span))
+    spread_p = tool.spread_p(list(cleanued_span), list(minimax_span))
+    assert table.splitlines()[0].startswith(f"plr, {SEEDS} seeds a side, rollouts 20-40: each seed's mean")
+    means = f"{cleanued_span.mean():.4g} | {minimax_span.mean():.4g}"
+    assert f"| policy entropy | {location_p:.3f} | {spread_p:.3f} | {means} |" in table.splitlines()
+    entropy = [record for record in records if record["statistic"] == "policy entropy"]
+    assert [(r["test"], r["window_start"], r["window_end"]) for r in entropy] == [
+        ("location", 20, 40),
+        ("spread", 20, 40),
+    ]
+    assert entropy[0]["p"] == entropy[0]["adjusted_p"] == location_p < 0.05
+    with pytest.raises(ConfigError, match="--span 20 80: the comparison ran 60 rollouts"):
+        tool.first_divergence(tool.Args(out=tmp_path, window=window, span=(20, 80)))
 
 
 def test_cleanued_runs_replace_the_comparisons_cleanued_side_with_their_seeds_numbered_on(monkeypatch, tmp_path):

@@ -17,6 +17,12 @@ adjusted over the windows by Holm's method, so the chance of any false flag for 
 `--log-interval 10` (hundreds of seeds vmapped on a GPU), against the comparison's minimax seeds:
 
     python benchmarks/learning/first_divergence.py /work/lvm/13x13_plr_256_set6 --window 50 --cleanued-runs RUN_A RUN_B
+
+`--span FROM TO` tests one stretch of rollouts instead of every window: each seed's mean over the stretch's windows,
+one test per statistic, so nothing is adjusted over windows. It checks a lead an earlier comparison found (a
+statistic that differed there without passing Holm) on seeds that did not suggest it:
+
+    python benchmarks/learning/first_divergence.py /work/lvm/13x13_plr_256_set12 --window 50 --span 150 400 ...
 """
 
 import json
@@ -115,17 +121,27 @@ class Args:
     cleanued_runs: tuple[Path, ...] = ()
     """cleanued run folders (config.json, logs.csv) whose seeds replace the comparison's cleanued side, trained with
     its cleanued settings (for instance hundreds of seeds vmapped on a GPU), as pool_seed_sets.py's --cleanued-runs."""
+    span: tuple[int, int] | None = None
+    """FROM TO: test only rollouts FROM to TO, each seed's mean over the windows between them, once per statistic."""
 
     def __post_init__(self):
         raise_first(range_problems(self))
-        raise_first(
-            [
+        problems = [
+            (
+                self.window % LOG_INTERVAL != 0,
+                f"--window ({self.window}) must be a multiple of cleanued's log interval ({LOG_INTERVAL})",
+            )
+        ]
+        if self.span is not None:
+            start, end = self.span
+            problems += [
+                (not 0 <= start < end, f"--span {start} {end}: give FROM TO with 0 <= FROM < TO"),
                 (
-                    self.window % LOG_INTERVAL != 0,
-                    f"--window ({self.window}) must be a multiple of cleanued's log interval ({LOG_INTERVAL})",
-                )
+                    bool(start % self.window or end % self.window),
+                    f"--span {start} {end}: both ends must be multiples of --window ({self.window})",
+                ),
             ]
-        )
+        raise_first(problems)
 
 
 def holm(p_values: list[float]) -> list[float]:
@@ -182,6 +198,13 @@ def window_values(facts: dict, statistic: Statistic, seeds: int, windows: list[t
     return cleanued, minimax
 
 
+def span_means(values: np.ndarray) -> np.ndarray:
+    """[seeds, windows] -> [seeds, 1]: each seed's mean over the windows it has a value in (NaN if none)."""
+    counts = np.isfinite(values).sum(axis=1, keepdims=True)
+    totals = np.nansum(values, axis=1, keepdims=True)
+    return np.where(counts > 0, totals / np.maximum(counts, 1), np.nan)
+
+
 def harness_args(out: Path, method: str) -> HarnessArgs:
     path = experiment_path(out)
     if not path.is_file():
@@ -218,47 +241,77 @@ def first_divergence(args: Args) -> tuple[str, list[dict]]:
     if not facts["cleanued"] or not facts["minimax"]:
         raise ConfigError(f"{args.out} lacks {args.method}'s training logs on a side (run the comparison's run stage)")
     windows = [(start, min(start + args.window, harness.rollouts)) for start in range(0, harness.rollouts, args.window)]
-    ends = [end for _, end in windows]
+    if args.span is not None:
+        if args.span[1] > harness.rollouts:
+            raise ConfigError(f"--span {args.span[0]} {args.span[1]}: the comparison ran {harness.rollouts} rollouts")
+        windows = [(start, end) for start, end in windows if args.span[0] <= start and end <= args.span[1]]
+    ends = [end for _, end in windows] if args.span is None else [args.span[1]]
     minimax_seeds = len(facts["minimax"])  # the finished runs
     sides = f"{seeds} seeds a side"
     if args.cleanued_runs or seeds != minimax_seeds:
         runs = f" from {len(args.cleanued_runs)} other run(s)" if args.cleanued_runs else ""
         sides = f"{seeds} cleanued seeds{runs} against {minimax_seeds} of minimax's"
-    lines = [
-        f"{args.method}, {sides}, windows of {args.window} rollouts: the first window end where "
-        f"the sides' distributions over seeds differ (Holm-adjusted p < {args.alpha} over {len(windows)} windows), "
-        "with each side's mean there",
-        "",
-        "| statistic | location differs from | spread differs from | cleanued mean | minimax mean |",
-        "|---|---|---|---|---|",
-    ]
+    if args.span is None:
+        lines = [
+            f"{args.method}, {sides}, windows of {args.window} rollouts: the first window end where "
+            f"the sides' distributions over seeds differ (Holm-adjusted p < {args.alpha} over {len(windows)} "
+            "windows), with each side's mean there",
+            "",
+            "| statistic | location differs from | spread differs from | cleanued mean | minimax mean |",
+            "|---|---|---|---|---|",
+        ]
+    else:
+        lines = [
+            f"{args.method}, {sides}, rollouts {args.span[0]}-{args.span[1]}: each seed's mean over its windows "
+            f"of {args.window} rollouts, one test per statistic (nothing adjusted), and each side's mean",
+            "",
+            "| statistic | location p | spread p | cleanued mean | minimax mean |",
+            "|---|---|---|---|---|",
+        ]
     records = []
     for statistic in STATISTICS:
         cleanued, minimax = window_values(facts, statistic, seeds, windows)
         if minimax is None:
             lines.append(f"| {statistic.name} | minimax does not log it | | | |")
             continue
+        if args.span is not None:
+            cleanued, minimax = span_means(cleanued), span_means(minimax)
         result = divergence(cleanued, minimax, ends, args.alpha)
-        cells, shown = [], None
-        for test in TESTS:
-            first = result[test]["first"]
-            if first is None:
-                cells.append("-")
-                continue
-            index = ends.index(first)
-            cells.append(f"{first} (p {result[test]['adjusted'][index]:.3f})")
-            shown = index if shown is None else min(shown, index)
-        means = ["" if shown is None else f"{np.nanmean(side[:, shown]):.4g}" for side in (cleanued, minimax)]
-        lines.append(f"| {statistic.name} | {cells[0]} | {cells[1]} | {means[0]} | {means[1]} |")
+        lines.append(table_row(statistic.name, result, cleanued, minimax, ends, args.span is not None))
         for test in TESTS:
             for index, end in enumerate(ends):
-                record = {"statistic": statistic.name, "test": test, "window_end": end}
+                start = args.span[0] if args.span is not None else windows[index][0]
+                record = {"statistic": statistic.name, "test": test, "window_start": start, "window_end": end}
                 record |= {"p": result[test]["p"][index], "adjusted_p": result[test]["adjusted"][index]}
                 for side, values in (("cleanued", cleanued[:, index]), ("minimax", minimax[:, index])):
                     record[f"{side}_mean"] = float(np.nanmean(values)) if np.isfinite(values).any() else None
                 records.append(record)
-    lines += ["", "A dash: no window differs. The means are at the first window either test flags."]
+    if args.span is None:
+        lines += ["", "A dash: no window differs. The means are at the first window either test flags."]
     return "\n".join(lines), records
+
+
+def side_mean(values: np.ndarray) -> str:
+    return f"{np.nanmean(values):.4g}" if np.isfinite(values).any() else ""
+
+
+def table_row(name: str, result: dict, cleanued: np.ndarray, minimax: np.ndarray, ends: list[int], span: bool) -> str:
+    """A statistic's row: over a span, each test's p and the means; over windows, each test's first flagged window
+    end and the means at the earlier of the two."""
+    if span:
+        cells = [f"{result[test]['p'][0]:.3f}" if not math.isnan(result[test]["p"][0]) else "-" for test in TESTS]
+        return f"| {name} | {cells[0]} | {cells[1]} | {side_mean(cleanued[:, 0])} | {side_mean(minimax[:, 0])} |"
+    cells, shown = [], None
+    for test in TESTS:
+        first = result[test]["first"]
+        if first is None:
+            cells.append("-")
+            continue
+        index = ends.index(first)
+        cells.append(f"{first} (p {result[test]['adjusted'][index]:.3f})")
+        shown = index if shown is None else min(shown, index)
+    means = ["" if shown is None else side_mean(side[:, shown]) for side in (cleanued, minimax)]
+    return f"| {name} | {cells[0]} | {cells[1]} | {means[0]} | {means[1]} |"
 
 
 def main(args: Args) -> None:

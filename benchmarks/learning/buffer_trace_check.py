@@ -148,7 +148,7 @@ def check(args: Args) -> list[str]:
             break
     print(
         f"{len(data['replay'])} ticks, {int(data['replay'].sum())} replays, {flips} draws flipped at a border, "
-        f"{evictions_flipped} new levels placed in another of equally likely slots"
+        f"{evictions_flipped} slots holding another level than minimax's among equally likely ones"
     )
     return problems
 
@@ -156,18 +156,17 @@ def check(args: Args) -> list[str]:
 def eviction_flips(
     before, ours, their_scores: np.ndarray, their_max_returns: np.ndarray, temperature: float, staleness_coef: float
 ):
-    """(our buffer, the number of levels moved) after placing this tick's new levels where minimax placed them, where
-    the two differ only by which of the slots the tick wrote took which level and those slots were as good as equally
-    likely to be replayed under the traced run's replay settings (equal ages, replay probabilities within 1e-5 of
-    each other, relatively: a score term thousands of times below the staleness term's, which float32 keeps only a
-    few bits of and the two jax versions round apart). Each level comes from one of those slots, each slot's once.
-    Anything else is left for the comparison to report."""
+    """(our buffer, the number of slots changed) after putting this tick's new levels where minimax put them, where the
+    two buffers differ only in which of some equally likely slots took them: slots of equal age whose replay
+    probabilities are within 1e-5 of each other, relatively (a score term thousands of times below the staleness
+    term's, which float32 keeps only a few bits of and the two jax versions round apart). Either the same slots took
+    the new levels in another order, or one library evicted another of those slots than the other: each slot that
+    differs holds, in minimax's buffer, a level this tick wrote into one of them in ours (each such level used once),
+    or the level it held before the tick, which ours evicted. Anything else is left for the comparison to report."""
     mine = np.where(np.asarray(ours.filled), np.asarray(ours.scores), -np.inf)
+    before_scores = np.asarray(before.scores)
     differing = np.flatnonzero(mine != their_scores)
-    written = np.flatnonzero(np.asarray(before.scores) != np.asarray(ours.scores))
-    if not len(differing) or not set(differing) <= set(written):
-        return ours, 0
-    if sorted(mine[differing]) != sorted(their_scores[differing]):
+    if not len(differing) or not np.asarray(before.filled)[differing].all():
         return ours, 0
     before_probs = np.asarray(
         level_buffer.replay_probabilities(before, temperature, staleness_coef, "rank", "slot_order")
@@ -175,15 +174,37 @@ def eviction_flips(
     candidates = before_probs[differing]
     if len(set(np.asarray(before.ages)[differing])) != 1 or np.ptp(candidates) > 1e-5 * candidates.max():
         return ours, 0
-    unused, source = list(differing), []
-    for value in their_scores[differing]:
-        source.append(next(slot for slot in unused if mine[slot] == value))
-        unused.remove(source[-1])
-    moved = jax.tree.map(lambda x: x.at[differing].set(x[np.asarray(source)]), ours.levels)
+    unused = [slot for slot in differing if mine[slot] != before_scores[slot]]  # our slots written this tick
+    kept, source = [], []
+    for slot, value in zip(differing, their_scores[differing], strict=True):
+        if value == before_scores[slot]:  # minimax kept the level ours evicted
+            kept.append(True)
+            source.append(slot)
+            continue
+        written = next((candidate for candidate in unused if mine[candidate] == value), None)
+        if written is None:
+            return ours, 0
+        unused.remove(written)
+        kept.append(False)
+        source.append(written)
+    if unused:  # a level ours wrote that minimax's buffer does not hold
+        return ours, 0
+    kept, source = np.asarray(kept), np.asarray(source)
+
+    def placed(field_before, field_ours):
+        chosen = np.where(
+            kept.reshape(-1, *[1] * (field_ours.ndim - 1)), field_before[source], field_ours[source]
+        )  # fmt: skip
+        return field_ours.at[differing].set(chosen)
+
+    moved = jax.tree.map(placed, before.levels, ours.levels)
     ours = ours.replace(
         levels=moved,
         scores=ours.scores.at[differing].set(their_scores[differing]),
         max_returns=ours.max_returns.at[differing].set(their_max_returns[differing]),
+        mutations=placed(before.mutations, ours.mutations),
+        successes=placed(before.successes, ours.successes),
+        failures=placed(before.failures, ours.failures),
     )
     return ours, len(differing)
 

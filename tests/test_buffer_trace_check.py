@@ -53,6 +53,7 @@ def buffer_trace(ticks: int) -> dict:
             "rollout_values": scores[case + "values"][None],
             "rollout_stored_max_returns": scores[case + "stored_max_returns"][None],
             "rollout_scores": scores[case + "max_mc"][None],
+            "rollout_max_returns": scores[case + "max_mc_rollout_max_return"][None],
         }
         row |= {name: cycles[prefix + name][None] for name in PER_TICK + AFTER}
         rows.append(row)
@@ -134,6 +135,7 @@ def corrupt(trace: dict, tick: int) -> None:
     trace["after_filled"][tick, 0, filled[3]] = False
     finished = np.flatnonzero(np.isfinite(trace["rollout_scores"][tick, 0]))
     trace["rollout_scores"][tick, 0, finished[0]] *= 1 + 1e-4  # ten times the 1e-5 the scorers agree to
+    trace["rollout_max_returns"][tick, 0, finished[1]] += 1e-3
 
 
 def test_each_recorded_field_that_differs_is_named_at_the_first_tick_it_differs(tmp_path, recorded_key):
@@ -146,8 +148,9 @@ def test_each_recorded_field_that_differs_is_named_at_the_first_tick_it_differs(
     corrupt(trace, 4)
     problems = btc.check(btc.Args(trace=write(tmp_path, trace), buffer_size=8))
     assert all(problem.startswith("tick 3: ") for problem in problems), problems
-    words = ["MaxMC", "matched", "duplicates", "scores", "ages", "filled", "max"]
+    words = ["MaxMC", "MaxMC", "matched", "duplicates", "scores", "ages", "filled", "max"]
     assert [problem.split(" ")[2] for problem in problems] == words, problems
+    assert problems[1] == "tick 3: MaxMC max returns to store differ"
     assert all(f"{field} differ at 1 slots" in problems[words.index(field)] for field in ("scores", "ages", "filled"))
 
 

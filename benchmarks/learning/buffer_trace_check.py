@@ -3,11 +3,13 @@ level buffer, tick by tick, as algos/plr.py calls it, and name the first tick wh
 
 Per tick: the replay decision and the key minimax drew its replay slots with, the new levels its generator offered,
 the scores and max returns its `update` got, and the rollouts it scored. cleanued scores those rollouts
-(`ued_scores.max_mc`, minimax's stored max return), draws (`sample_replay`, or every filled slot ages on a
-new-level tick), deduplicates (`match_levels`) and inserts (`insert_many`); the slots drawn, the matched slots and
-duplicates, and the whole buffer after the update (scores, max returns, ages, filled) must be minimax's. A draw
-may differ only where it lands within float32 rounding of a border of the cumulative distribution (the two jax
-versions sum 4,000 probabilities in another order); the recorded slots are then played on, as in the parity test.
+(`ued_scores.max_mc`, minimax's stored max return: the scores and the max returns to store must be minimax's),
+draws (`sample_replay`, or every filled slot ages on a new-level tick), deduplicates (`match_levels`) and inserts
+(`insert_many`); the slots drawn, the matched slots and duplicates, and the whole buffer after the update (scores,
+max returns, ages, filled) must be minimax's. A draw may differ only where it lands within float32 rounding of a
+border of the cumulative distribution (the two jax versions sum 4,000 probabilities in another order); the recorded
+slots are then played on, as in the parity test. Likewise a new level may take another of equally likely slots
+(`eviction_flips`); minimax's buffer is then taken up.
 
     python benchmarks/learning/buffer_trace_check.py /tmp/trace.npz --temperature 0.3 --staleness-coef 0.3
 """
@@ -95,7 +97,7 @@ def check(args: Args) -> list[str]:
             stored = data["rollout_stored_max_returns"][tick, 0]
             per_env = lambda name, tick=tick: jnp.asarray(data[name][tick, 0].T)  # noqa: E731  [envs, steps]
             dones = per_env("rollout_dones").astype(bool)
-            ours, _ = score(
+            ours, ours_to_store = score(
                 per_env("rollout_rewards"), dones, per_env("rollout_values"), jnp.where(np.isfinite(stored), stored, 0)
             )
             theirs = data["rollout_scores"][tick, 0]
@@ -104,6 +106,10 @@ def check(args: Args) -> list[str]:
                 np.asarray(ours)[finished], theirs[finished], rtol=1e-5, atol=1e-6
             ):
                 problems.append(f"tick {tick}: MaxMC scores differ ({np.asarray(ours)[:4]} vs {theirs[:4]})")
+            # Traces recorded before rollout_max_returns: the max returns `update` got, which are the scorer's.
+            to_store = data["rollout_max_returns" if "rollout_max_returns" in data else "max_returns"][tick, 0]
+            if not np.allclose(np.asarray(ours_to_store)[finished], to_store[finished], rtol=1e-5, atol=1e-6):
+                problems.append(f"tick {tick}: MaxMC max returns to store differ")
         replay = bool(data["replay"][tick, 0])
         recorded = data["slots"][tick, 0]
         if replay:

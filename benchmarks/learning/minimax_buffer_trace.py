@@ -76,7 +76,8 @@ def update_record(plr_buffer, levels, level_idxs, ued_scores, dupe_mask=None, in
 
 
 def wrap_scores() -> None:
-    """Record the rollouts minimax scores (rewards, dones, values, the stored max returns) beside its scores."""
+    """Record the rollouts minimax scores (rewards, dones, values, the stored max returns) beside its scores and the
+    max returns it gives the buffer to store."""
     from minimax.runners import plr_runner
 
     original = plr_runner.compute_ued_scores
@@ -90,6 +91,7 @@ def wrap_scores() -> None:
             rollout_values=batch.values,
             rollout_stored_max_returns=info["max_returns"],
             rollout_scores=out[0],
+            rollout_max_returns=out[1]["max_returns"],
             ordered=True,
         )
         return out

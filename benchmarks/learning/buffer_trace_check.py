@@ -106,10 +106,14 @@ def check(args: Args) -> list[str]:
                 np.asarray(ours)[finished], theirs[finished], rtol=1e-5, atol=1e-6
             ):
                 problems.append(f"tick {tick}: MaxMC scores differ ({np.asarray(ours)[:4]} vs {theirs[:4]})")
-            # Traces recorded before rollout_max_returns: the max returns `update` got, which are the scorer's.
-            to_store = data["rollout_max_returns" if "rollout_max_returns" in data else "max_returns"][tick, 0]
-            if not np.allclose(np.asarray(ours_to_store)[finished], to_store[finished], rtol=1e-5, atol=1e-6):
-                problems.append(f"tick {tick}: MaxMC max returns to store differ")
+            to_store = data.get("rollout_max_returns")  # traces recorded before it was kept lack it
+            if to_store is not None and not np.allclose(
+                np.asarray(ours_to_store)[finished], to_store[tick, 0][finished], rtol=1e-5, atol=1e-6
+            ):
+                problems.append(
+                    f"tick {tick}: MaxMC max returns to store differ ({np.asarray(ours_to_store)[:4]} vs "
+                    f"{to_store[tick, 0][:4]})"
+                )
         replay = bool(data["replay"][tick, 0])
         recorded = data["slots"][tick, 0]
         if replay:
@@ -132,12 +136,7 @@ def check(args: Args) -> list[str]:
         active = np.isfinite(scores)
         buffer = insert(cycle, levels, jnp.where(active, scores, 0.0), data["max_returns"][tick, 0], active)
         buffer, swapped = eviction_flips(
-            cycle,
-            buffer,
-            data["after_scores"][tick, 0],
-            data["after_max_returns"][tick, 0],
-            args.temperature,
-            args.staleness_coef,
+            cycle, buffer, data["after_scores"][tick, 0], args.temperature, args.staleness_coef
         )
         evictions_flipped += swapped
         for field, name in (("scores", "after_scores"), ("ages", "after_ages"), ("filled", "after_filled")):
@@ -159,16 +158,23 @@ def check(args: Args) -> list[str]:
     return problems
 
 
-def eviction_flips(
-    before, ours, their_scores: np.ndarray, their_max_returns: np.ndarray, temperature: float, staleness_coef: float
-):
+def replaced_levels(before, after) -> np.ndarray:
+    """bool[capacity]: the slots whose level (any of its fields) differs between the two buffers."""
+    differs = [np.asarray(a != b).reshape(a.shape[0], -1).any(1) for a, b in zip(
+        jax.tree.leaves(before.levels), jax.tree.leaves(after.levels), strict=True
+    )]  # fmt: skip
+    return np.any(differs, axis=0)
+
+
+def eviction_flips(before, ours, their_scores: np.ndarray, temperature: float, staleness_coef: float):
     """(our buffer, the number of slots changed) after putting this tick's new levels where minimax put them, where the
-    two buffers differ only in which of some equally likely slots took them: slots of equal age whose replay
+    two buffers differ only in which of some equally likely slots took them: filled slots of equal age whose replay
     probabilities are within 1e-5 of each other, relatively (a score term thousands of times below the staleness
     term's, which float32 keeps only a few bits of and the two jax versions round apart). Either the same slots took
     the new levels in another order, or one library evicted another of those slots than the other: each slot that
-    differs holds, in minimax's buffer, a level this tick wrote into one of them in ours (each such level used once),
-    or the level it held before the tick, which ours evicted. Anything else is left for the comparison to report."""
+    differs holds, in minimax's buffer, a new level ours wrote into one of them (each used once, and each used), or
+    the level it held before the tick, which ours replaced. Levels move with their max returns and counts, so the
+    comparison still sees a max return that differs. Anything else is left for the comparison to report."""
     mine = np.where(np.asarray(ours.filled), np.asarray(ours.scores), -np.inf)
     before_scores = np.asarray(before.scores)
     differing = np.flatnonzero(mine != their_scores)
@@ -180,10 +186,11 @@ def eviction_flips(
     candidates = before_probs[differing]
     if len(set(np.asarray(before.ages)[differing])) != 1 or np.ptp(candidates) > 1e-5 * candidates.max():
         return ours, 0
-    unused = [slot for slot in differing if mine[slot] != before_scores[slot]]  # our slots written this tick
+    replaced = replaced_levels(before, ours)
+    unused = [slot for slot in differing if replaced[slot]]  # slots of the new levels ours wrote
     kept, source = [], []
     for slot, value in zip(differing, their_scores[differing], strict=True):
-        if value == before_scores[slot]:  # minimax kept the level ours evicted
+        if replaced[slot] and value == before_scores[slot]:  # minimax kept the level ours replaced
             kept.append(True)
             source.append(slot)
             continue
@@ -193,7 +200,7 @@ def eviction_flips(
         unused.remove(written)
         kept.append(False)
         source.append(written)
-    if unused:  # a level ours wrote that minimax's buffer does not hold
+    if unused:  # a new level ours wrote that minimax's buffer does not hold
         return ours, 0
     kept, source = np.asarray(kept), np.asarray(source)
 
@@ -203,14 +210,13 @@ def eviction_flips(
         )  # fmt: skip
         return field_ours.at[differing].set(chosen)
 
-    moved = jax.tree.map(placed, before.levels, ours.levels)
     ours = ours.replace(
-        levels=moved,
+        levels=jax.tree.map(placed, before.levels, ours.levels),
         scores=ours.scores.at[differing].set(their_scores[differing]),
-        max_returns=ours.max_returns.at[differing].set(their_max_returns[differing]),
-        mutations=placed(before.mutations, ours.mutations),
-        successes=placed(before.successes, ours.successes),
-        failures=placed(before.failures, ours.failures),
+        **{
+            field: placed(getattr(before, field), getattr(ours, field))
+            for field in ("max_returns", "mutations", "successes", "failures")
+        },
     )
     return ours, len(differing)
 

@@ -115,14 +115,15 @@ class Args:
     window: Annotated[int, AT_LEAST_ONE] = LOG_INTERVAL
     """Rollouts per compared window (a multiple of cleanued's log interval, 10)."""
     alpha: Annotated[float, Range(0, 1, above=True)] = 0.05
-    """Family-wise error rate per statistic and test over all windows (Holm)."""
+    """Family-wise error rate per statistic and test over all windows (Holm); a --span table shows p instead."""
     out_json: Path | None = None
     """Also write one JSON line per statistic, test and window here."""
     cleanued_runs: tuple[Path, ...] = ()
     """cleanued run folders (config.json, logs.csv) whose seeds replace the comparison's cleanued side, trained with
     its cleanued settings (for instance hundreds of seeds vmapped on a GPU), as pool_seed_sets.py's --cleanued-runs."""
     span: tuple[int, int] | None = None
-    """FROM TO: test only rollouts FROM to TO, each seed's mean over the windows between them, once per statistic."""
+    """FROM TO: test only rollouts FROM to TO, once per statistic: each seed's mean over the windows between them that
+    it has a value in (a seed with none is left out)."""
 
     def __post_init__(self):
         raise_first(range_problems(self))
@@ -200,8 +201,9 @@ def window_values(facts: dict, statistic: Statistic, seeds: int, windows: list[t
 
 def span_means(values: np.ndarray) -> np.ndarray:
     """[seeds, windows] -> [seeds, 1]: each seed's mean over the windows it has a value in (NaN if none)."""
-    counts = np.isfinite(values).sum(axis=1, keepdims=True)
-    totals = np.nansum(values, axis=1, keepdims=True)
+    present = ~np.isnan(values)
+    totals = np.where(present, values, 0.0).sum(axis=1, keepdims=True)
+    counts = present.sum(axis=1, keepdims=True)
     return np.where(counts > 0, totals / np.maximum(counts, 1), np.nan)
 
 
@@ -277,7 +279,8 @@ def first_divergence(args: Args) -> tuple[str, list[dict]]:
         if args.span is not None:
             cleanued, minimax = span_means(cleanued), span_means(minimax)
         result = divergence(cleanued, minimax, ends, args.alpha)
-        lines.append(table_row(statistic.name, result, cleanued, minimax, ends, args.span is not None))
+        row = span_row if args.span is not None else window_row
+        lines.append(row(statistic.name, result, cleanued, minimax, ends))
         for test in TESTS:
             for index, end in enumerate(ends):
                 start = args.span[0] if args.span is not None else windows[index][0]
@@ -288,6 +291,8 @@ def first_divergence(args: Args) -> tuple[str, list[dict]]:
                 records.append(record)
     if args.span is None:
         lines += ["", "A dash: no window differs. The means are at the first window either test flags."]
+    else:
+        lines += ["", f"A dash: fewer than {MIN_SEEDS} seeds a side have a value in the span."]
     return "\n".join(lines), records
 
 
@@ -295,12 +300,14 @@ def side_mean(values: np.ndarray) -> str:
     return f"{np.nanmean(values):.4g}" if np.isfinite(values).any() else ""
 
 
-def table_row(name: str, result: dict, cleanued: np.ndarray, minimax: np.ndarray, ends: list[int], span: bool) -> str:
-    """A statistic's row: over a span, each test's p and the means; over windows, each test's first flagged window
-    end and the means at the earlier of the two."""
-    if span:
-        cells = [f"{result[test]['p'][0]:.3f}" if not math.isnan(result[test]["p"][0]) else "-" for test in TESTS]
-        return f"| {name} | {cells[0]} | {cells[1]} | {side_mean(cleanued[:, 0])} | {side_mean(minimax[:, 0])} |"
+def span_row(name: str, result: dict, cleanued: np.ndarray, minimax: np.ndarray, ends: list[int]) -> str:
+    """A statistic's row over a span: each test's p and each side's mean."""
+    cells = ["-" if math.isnan(result[test]["p"][0]) else f"{result[test]['p'][0]:.2g}" for test in TESTS]
+    return f"| {name} | {cells[0]} | {cells[1]} | {side_mean(cleanued[:, 0])} | {side_mean(minimax[:, 0])} |"
+
+
+def window_row(name: str, result: dict, cleanued: np.ndarray, minimax: np.ndarray, ends: list[int]) -> str:
+    """A statistic's row over windows: each test's first flagged window end, and the means at the earlier one."""
     cells, shown = [], None
     for test in TESTS:
         first = result[test]["first"]

@@ -96,19 +96,15 @@ def test_window_values_are_chunk_means_or_the_buffer_at_the_window_end():
     assert tool.window_values(facts, kl, 3, windows)[1] is None
 
 
-def test_the_table_shows_each_statistic_s_first_flagged_window_and_the_sides_means_there(monkeypatch, tmp_path):
-    # 50 rollouts in windows of 20: the last window ends at the last rollout, 50. Entropy's location differs from
-    # the window ending at 40, its spread from the one ending at 50; the means shown are the earlier window's.
-    # minimax's value loss has a column in STATISTICS but is in none of its events.
-    rollouts, window = 50, 20
-    rng = np.random.default_rng(3)
-    cleanued_values, minimax_values = rng.normal(size=(SEEDS, 3)), rng.normal(size=(SEEDS, 3))
-    minimax_values[:, 1:] += 5.0
-    minimax_values[:, 2] = 5.0 + 20.0 * (minimax_values[:, 2] - 5.0)
+def entropy_logs(monkeypatch, cleanued_values, minimax_values, rollouts: int, window: int, missing=None) -> None:
+    """Both sides' training logs as the tool reads them, with each seed's policy entropy constant over each window
+    ([seeds, windows] values): cleanued's rows every 10 updates (but the (seed, update) `missing`), minimax's events
+    every tick."""
     rows = [
         {"seed": seed, "update": update, "ppo/entropy": cleanued_values[seed, (update - 1) // window]}
         for seed in range(SEEDS)
         for update in range(10, rollouts + 1, 10)
+        if (seed, update) != missing
     ]
     events = {
         seed: [
@@ -119,6 +115,18 @@ def test_the_table_shows_each_statistic_s_first_flagged_window_and_the_sides_mea
     }
     monkeypatch.setattr(tool, "harness_args", lambda out, method: SimpleNamespace(seeds=SEEDS, rollouts=rollouts))
     monkeypatch.setattr(tool, "gather_run_facts", lambda harness: ({}, {}, {}, {"plr": rows}, {"plr": events}))
+
+
+def test_the_table_shows_each_statistic_s_first_flagged_window_and_the_sides_means_there(monkeypatch, tmp_path):
+    # 50 rollouts in windows of 20: the last window ends at the last rollout, 50. Entropy's location differs from
+    # the window ending at 40, its spread from the one ending at 50; the means shown are the earlier window's.
+    # minimax's value loss has a column in STATISTICS but is in none of its events.
+    rollouts, window = 50, 20
+    rng = np.random.default_rng(3)
+    cleanued_values, minimax_values = rng.normal(size=(SEEDS, 3)), rng.normal(size=(SEEDS, 3))
+    minimax_values[:, 1:] += 5.0
+    minimax_values[:, 2] = 5.0 + 20.0 * (minimax_values[:, 2] - 5.0)
+    entropy_logs(monkeypatch, cleanued_values, minimax_values, rollouts, window)
     table, records = tool.first_divergence(tool.Args(out=tmp_path, window=window))
 
     expected = tool.divergence(cleanued_values, minimax_values, [20, 40, 50], alpha=0.05)
@@ -156,21 +164,7 @@ def test_a_span_tests_each_seed_s_mean_over_the_windows_inside_it_once(monkeypat
     cleanued_values, minimax_values = rng.normal(size=(SEEDS, 6)), rng.normal(size=(SEEDS, 6))
     minimax_values[:, 2:4] += 1.0
     minimax_values[:, [0, 1, 4, 5]] -= 30.0
-    rows = [
-        {"seed": seed, "update": update, "ppo/entropy": cleanued_values[seed, update // window - 1]}
-        for seed in range(SEEDS)
-        for update in range(10, rollouts + 1, 10)
-        if (seed, update) != (0, 30)
-    ]
-    events = {
-        seed: [
-            {"rollout": tick, "kind": "new", "entropy": minimax_values[seed, (tick - 1) // window]}
-            for tick in range(1, rollouts + 1)
-        ]
-        for seed in range(SEEDS)
-    }
-    monkeypatch.setattr(tool, "harness_args", lambda out, method: SimpleNamespace(seeds=SEEDS, rollouts=rollouts))
-    monkeypatch.setattr(tool, "gather_run_facts", lambda harness: ({}, {}, {}, {"plr": rows}, {"plr": events}))
+    entropy_logs(monkeypatch, cleanued_values, minimax_values, rollouts, window, missing=(0, 30))
     table, records = tool.first_divergence(tool.Args(out=tmp_path, window=window, span=(20, 40)))
 
     cleanued_span, minimax_span = cleanued_values[:, 2:4].mean(1), minimax_values[:, 2:4].mean(1)

@@ -129,7 +129,9 @@ def test_the_timer_counts_a_commands_wall_and_cpu_seconds_user_and_system_with_w
     result = bench_sweep.timed([sys.executable, "-c", CHILD, str(measured)])
     child = json.loads(measured.read_text())
     assert result["cpu_s"] >= math.floor(child["cpu"] * 10) / 10 >= 0.4
-    assert result["wall_s"] >= math.floor(child["wall"] * 10) / 10 >= 0.6
+    # The child's CPU seconds include its interpreter's start-up, before its clock started, so its own wall can be
+    # under 0.6 s (0.59 in one CI run); its sleep alone guarantees 0.2.
+    assert result["wall_s"] >= math.floor(child["wall"] * 10) / 10 >= 0.2
     failing = "import sys; sys.stderr.write('first\\nlast words\\n'); sys.exit(3)"
     with pytest.raises(RuntimeError, match=r"^-c import sys.* exited with 3: last words$"):
         bench_sweep.timed([sys.executable, "-c", failing])

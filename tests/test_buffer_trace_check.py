@@ -5,7 +5,8 @@ difference and no flipped draw; a recorded field changed at one tick is named at
 there; a draw from another key is counted as flipped and played as recorded; new levels placed in another of
 equally likely slots, or another of them evicted, are put where minimax placed them, and only then; a PPO update
 off by more than the parity tolerance is named. The key of the draws is the third of three splits of the second
-agent's key."""
+agent's key. minimax's recorded Robust PLR rollout (minimax_update_plr.npz) is played again exactly from its levels,
+parameters and actions, and a batch entry changed is named."""
 
 import functools
 from pathlib import Path
@@ -97,18 +98,24 @@ def test_minimax_cycles_never_part(tmp_path, capsys, recorded_key):
     assert capsys.readouterr().out.splitlines() == [
         f"20 ticks, {replays} replays, 0 draws flipped at a border, 0 slots holding another level than minimax's "
         "among equally likely ones",
-        "the buffers never part, and every replayed PPO update matches",
+        "the buffers never part, and every replayed rollout and PPO update matches",
     ]
 
 
-@pytest.mark.parametrize(("buffers", "updates"), [([], []), (["tick 2: duplicates differ"], ["update 0: x"])])
-def test_main_reports_the_buffers_and_the_updates(tmp_path, capsys, monkeypatch, buffers, updates):
-    """main prints what both checks found, the buffers' first, or its verdict when neither found anything.
-    Mutation checked by hand: main leaving out the PPO updates fails this test."""
+@pytest.mark.parametrize(
+    ("buffers", "rollouts", "updates"),
+    [([], [], []), (["tick 2: duplicates differ"], ["update 0 (tick 3): rewards differ"], ["update 0: x"])],
+)
+def test_main_reports_the_buffers_rollouts_and_updates(tmp_path, capsys, monkeypatch, buffers, rollouts, updates):
+    """main prints what the three checks found, the buffers' first, then the rollouts', or its verdict when none
+    found anything. Mutation checked by hand: main leaving out the rollouts or the PPO updates fails this test."""
     monkeypatch.setattr(btc, "check", lambda args: list(buffers))
+    monkeypatch.setattr(btc, "rollout_check", lambda args: list(rollouts))
     monkeypatch.setattr(btc, "ppo_check", lambda args: list(updates))
     btc.main(btc.Args(trace=tmp_path / "unread.npz"))
-    expected = buffers + updates or ["the buffers never part, and every replayed PPO update matches"]
+    expected = buffers + rollouts + updates or [
+        "the buffers never part, and every replayed rollout and PPO update matches"
+    ]
     assert capsys.readouterr().out.splitlines() == expected
 
 
@@ -417,3 +424,89 @@ def test_the_entropy_coefficient_reaches_the_update(tmp_path):
 def test_a_trace_without_updates_has_nothing_to_replay(tmp_path):
     """A trace that kept no PPO update (minimax_buffer_trace.py writes `update_*` only from the 10th)."""
     assert btc.ppo_check(btc.Args(trace=write(tmp_path, buffer_trace(1)))) == []
+
+
+def rollout_trace(number: int = 6) -> dict:
+    """Robust PLR's recorded update (minimax_update_plr.npz: tick 9, the run's sixth replay tick; 16 steps of 4 envs,
+    10-step episodes, a goal reached at step 13 of env 3) as minimax_buffer_trace.py keeps a rollout: per tick the
+    replay decision and the levels played (tick 9's: the buffer's after tick 8 at the slots drawn; other ticks hold
+    a stand-in, the same level everywhere), and the update numbered `number` with its parameters before it and its
+    batch under minimax's names."""
+    data = fixture("minimax_update_plr.npz")
+    ticks = 10
+    slots = data["tick9_sampled_slots"]
+    trace = {"replay": np.array([[bool(data[f"tick{tick}_replay"])] for tick in range(ticks)])}
+    for name, key in (("walls", "wall_map"), *((name, name) for name in ("goal_pos", "agent_pos", "agent_dir"))):
+        level = data[f"tick8_after_{key}"][slots]
+        stand_in = np.broadcast_to(data[f"tick8_after_{key}"][:1], level.shape)
+        trace[f"played_{name}"] = np.stack([stand_in] * 9 + [level])[:, None]
+    trace["played_time"] = np.zeros((ticks, 1, len(slots)), np.int64)
+    one = {f"update_{key}": value for key, value in data.items() if key.startswith("params_before/")}
+    batch = ("obs_image", "obs_dir", "actions", "values", "rewards", "dones", "carry_c", "carry_h", "advantages")
+    one |= {f"update_batch/{key}": data[key] for key in (*batch, "targets")} | {
+        "update_batch/log_pis": data["log_probs"]
+    }
+    trace |= {key: value[None].copy() for key, value in one.items()} | {"update_number": np.array([number])}
+    return trace
+
+
+def test_minimax_rollout_is_played_again_exactly(tmp_path, capsys):
+    """cleanued's env and student, from tick 9's levels, minimax's parameters and its actions, give minimax's rollout:
+    every observation, episode end and reward, and the values, log-probabilities, advantages and targets to float32
+    rounding, across two restarts of each level. Mutation checked by hand: not restarting the level, never resetting
+    the LSTM state, or a zero last value fails this test."""
+    assert btc.rollout_check(btc.Args(trace=write(tmp_path, rollout_trace()), max_steps=10)) == []
+    printed = capsys.readouterr().out.strip()
+    assert printed.startswith("1 rollouts replayed, largest differences: values "), printed
+
+
+@pytest.mark.parametrize(
+    ("field", "index", "named"),
+    [
+        ("obs_image", (4, 2, 0, 1, 0), "observations differ, first at step 4 of env 2"),
+        ("obs_dir", (7, 1), "directions differ, first at step 7 of env 1"),
+        ("dones", (13, 3), "episode ends differ, first at step 13 of env 3"),
+        ("rewards", (13, 3), "rewards differ, first at step 13 of env 3"),
+        ("values", (3, 0), "values differ by up to 1.0e-03"),
+        ("log_pis", (3, 0), "log-probabilities differ by up to 1.0e-03"),
+        ("advantages", (15, 1), "advantages differ by up to 1.0e-03"),
+        ("targets", (0, 0), "targets differ by up to 1.0e-03"),
+        ("carry_h", (0, 5), "the rollout started from a nonzero LSTM state"),
+    ],
+)
+def test_a_recorded_rollout_field_that_differs_is_named(tmp_path, field, index, named):
+    """One entry of minimax's batch changed (a float by 1e-3, ten times the tolerance; an observation cell, a
+    direction, an episode end flipped) is named, with its step and env where it must be exact. Mutation checked by
+    hand: tolerances of 1e-2, leaving the rewards out, or not checking the first LSTM state fails this test."""
+    trace = rollout_trace()
+    values = trace[f"update_batch/{field}"][0]
+    if values.dtype == bool:
+        values[index] = ~values[index]
+    elif field in ("obs_image", "obs_dir"):
+        values[index] = values[index] + 1
+    else:
+        values[index] += 1e-3
+    assert btc.rollout_check(btc.Args(trace=write(tmp_path, trace), max_steps=10)) == [f"update 0 (tick 9): {named}"]
+
+
+def test_the_levels_are_those_of_the_updates_replay_tick(tmp_path):
+    """The update numbered 5 was taken on tick 7, the fifth replay tick, whose levels (the stand-in) minimax's batch
+    was not played on; a level that started past its first step, or another episode length, is named. An update whose
+    tick the trace dropped is left out. Mutation checked by hand: the n-th replay tick counted from 0, or the played
+    levels' start step unchecked, fails this test."""
+    trace = rollout_trace(number=5)
+    problems = btc.rollout_check(btc.Args(trace=write(tmp_path, trace), max_steps=10))
+    assert problems[0].startswith("update 0 (tick 7): observations differ, first at step 0"), problems
+    late = rollout_trace()
+    late["played_time"][9, 0, 2] = 3
+    problems = btc.rollout_check(btc.Args(trace=write(tmp_path, late), max_steps=10))
+    assert problems[0] == "update 0 (tick 9): a level started at another step than its first", problems
+    problems = btc.rollout_check(btc.Args(trace=write(tmp_path, rollout_trace()), max_steps=11))
+    assert "update 0 (tick 9): episode ends differ, first at step 9 of env 0" in problems, problems
+    assert btc.rollout_check(btc.Args(trace=write(tmp_path, rollout_trace(number=7)))) == []
+
+
+def test_a_trace_without_rollouts_has_nothing_to_play(tmp_path, capsys):
+    """Traces recorded before the rollouts were kept (no update numbers, no played levels) are left alone."""
+    assert btc.rollout_check(btc.Args(trace=write(tmp_path, buffer_trace(2)))) == []
+    assert capsys.readouterr().out == ""

@@ -9,7 +9,9 @@ draws (`sample_replay`, or every filled slot ages on a new-level tick), deduplic
 max returns, ages, filled) must be minimax's. A draw may differ only where it lands within float32 rounding of a
 border of the cumulative distribution (the two jax versions sum 4,000 probabilities in another order); the recorded
 slots are then played on, as in the parity test. Likewise a new level may take another of equally likely slots
-(`eviction_flips`); minimax's buffer is then taken up.
+(`eviction_flips`); minimax's buffer is then taken up. Each recorded PPO update's rollout is played again from its
+levels, minimax's parameters and minimax's actions through cleanued's env, student and GAE (`rollout_check`), and the
+update itself from minimax's parameters, Adam state and batch (`ppo_check`).
 
     python benchmarks/learning/buffer_trace_check.py /tmp/trace.npz --temperature 0.3 --staleness-coef 0.3
 """
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
+import distrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -31,12 +34,12 @@ from tyro.conf import Positional
 # SCAFFOLDING: put the repo root on sys.path so the script runs as `python benchmarks/learning/buffer_trace_check.py`.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from algos import dr  # noqa: E402
+from algos import dr, plr  # noqa: E402
 from benchmarks.learning.minimax_params import parameter_tree  # noqa: E402
 from common import level_buffer, ued_scores  # noqa: E402
 from common.config import FRACTION, POSITIVE  # noqa: E402
 from common.runs import one_line_errors  # noqa: E402
-from envs.maze import Observation, make_level  # noqa: E402
+from envs.maze import EnvParams, Observation, make_level, reset_to_level, step_and_restart  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,12 @@ class Args:
     vf_coef: float = 0.5
     ent_coef: float = 0.0
     num_epochs: int = 5
+    max_steps: int = 250
+    """minimax's --maze_max_episode_steps of the traced run."""
+    gamma: float = 0.999
+    """minimax's --discount of the traced run."""
+    gae_lambda: float = 0.98
+    """minimax's --student_gae_lambda of the traced run."""
 
 
 def levels_of(data: dict, tick: int):
@@ -273,9 +282,92 @@ def ppo_check(args: Args) -> list[str]:
     return problems
 
 
+def replayed_rollout(params, levels, actions: jax.Array, lstm_size: int, env_params: EnvParams, gamma, gae_lambda):
+    """algos/plr.py's rollout and GAE, taking `actions` [T, B] instead of sampling them: every env starts at its level
+    with a zero LSTM state, restarts the level on done and resets the state at the next step. Returns the transitions,
+    advantages and targets."""
+    network = plr.ActorCritic()
+    num_envs = actions.shape[1]
+    unused_key = jax.random.key(0)  # resets and steps are deterministic
+    obs, env_state = jax.vmap(reset_to_level, (None, 0, None))(unused_key, levels, env_params)
+    step_env = jax.vmap(functools.partial(step_and_restart, params=env_params))
+
+    def one_step(state: plr.RolloutState, action):
+        next_carry, logits, value = network.apply(params, state.carry, plr.add_time_axis(state.obs), state.reset[None])
+        log_prob = distrax.Categorical(logits=logits[0]).log_prob(action)
+        next_obs, env_state, reward, done, _ = step_env(jax.random.split(unused_key, num_envs), state.env_state, action)
+        transition = plr.Transition(state.obs, state.reset, action, log_prob, value[0], reward, done)
+        return plr.RolloutState(next_obs, env_state, next_carry, done), transition
+
+    start = plr.RolloutState(obs, env_state, plr.initial_carry(num_envs, lstm_size), jnp.ones(num_envs, bool))
+    end, transitions = jax.lax.scan(one_step, start, actions)
+    _, _, last_value = network.apply(params, end.carry, plr.add_time_axis(end.obs), end.reset[None])
+    advantages, targets = plr.compute_gae(transitions, last_value[0], gamma, gae_lambda)
+    return transitions, advantages, targets
+
+
+def rollout_check(args: Args) -> list[str]:
+    """Each recorded PPO update's rollout played again by cleanued from the same levels, parameters and actions
+    (`replayed_rollout`): minimax's rollout must start from a zero LSTM state, and its observations, episode ends and
+    rewards must be cleanued's exactly, its values, log-probabilities of the actions taken, advantages and targets to
+    float32 rounding. The update numbered n (from 1) was taken on the run's n-th replay tick."""
+    data = dict(np.load(args.trace))
+    if "update_number" not in data or "played_walls" not in data:
+        return []  # traces recorded before the rollouts were kept
+    replay_ticks = np.flatnonzero(data["replay"][:, 0])
+    replay = jax.jit(replayed_rollout, static_argnames=("lstm_size", "env_params"))
+    env_params = EnvParams(max_steps=args.max_steps)
+    problems, worst, replayed = [], {}, 0
+    for index, number in enumerate(data["update_number"]):
+        if number > len(replay_ticks):
+            continue  # its tick was dropped with the trace's unfinished end
+        tick = replay_ticks[number - 1]
+        batch = {key.removeprefix("update_batch/"): value[index] for key, value in data.items() if "batch/" in key}
+        played = {name: data[f"played_{name}"][tick, 0] for name in ("walls", "goal_pos", "agent_pos", "agent_dir")}
+        name = f"update {index} (tick {tick})"
+        if (data["played_time"][tick, 0] != 0).any():
+            problems.append(f"{name}: a level started at another step than its first")
+        if np.any(batch["carry_c"]) or np.any(batch["carry_h"]):
+            problems.append(f"{name}: the rollout started from a nonzero LSTM state")
+        params = parameter_tree({k: v[index] for k, v in data.items() if k.startswith("update_params_before/")},
+                                "update_params_before/")  # fmt: skip
+        transitions, advantages, targets = replay(
+            params, make_level(*played.values()), jnp.asarray(batch["actions"], jnp.int32),
+            lstm_size=batch["carry_c"].shape[-1], env_params=env_params, gamma=args.gamma, gae_lambda=args.gae_lambda,
+        )  # fmt: skip
+        exact = {
+            "observations": (transitions.obs.image, batch["obs_image"]),
+            "directions": (transitions.obs.agent_dir, batch["obs_dir"]),
+            "episode ends": (transitions.done, batch["dones"].astype(bool)),
+            "rewards": (transitions.reward, batch["rewards"]),
+        }
+        for field, (ours, theirs) in exact.items():
+            differ = np.asarray(ours) != np.asarray(theirs).astype(np.asarray(ours).dtype)
+            if differ.any():
+                step, env = np.argwhere(differ.reshape(*differ.shape[:2], -1).any(-1))[0]
+                problems.append(f"{name}: {field} differ, first at step {step} of env {env}")
+        rounded = {
+            "values": (transitions.value, batch["values"]),
+            "log-probabilities": (transitions.log_prob, batch["log_pis"]),
+            "advantages": (advantages, batch["advantages"]),
+            "targets": (targets, batch["targets"]),
+        }
+        for field, (ours, theirs) in rounded.items():
+            difference = float(np.max(np.abs(np.asarray(ours) - theirs)))
+            worst[field] = max(worst.get(field, 0.0), difference)
+            if not np.allclose(ours, theirs, rtol=1e-4, atol=1e-5):
+                problems.append(f"{name}: {field} differ by up to {difference:.1e}")
+        replayed += 1
+    largest = ", ".join(f"{field} {difference:.1e}" for field, difference in worst.items())
+    print(f"{replayed} rollouts replayed, largest differences: {largest or 'none'}")
+    return problems
+
+
 def main(args: Args) -> None:
-    problems = check(args) + ppo_check(args)
-    print("\n".join(problems) if problems else "the buffers never part, and every replayed PPO update matches")
+    problems = check(args) + rollout_check(args) + ppo_check(args)
+    print(
+        "\n".join(problems) if problems else "the buffers never part, and every replayed rollout and PPO update matches"
+    )
 
 
 if __name__ == "__main__":

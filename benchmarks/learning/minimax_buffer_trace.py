@@ -6,8 +6,10 @@ scores of a learning policy, the levels its generator draws, the same levels com
 (its flags, in its venv) with the three entry points of its `PopPLRManager` (`sample`, `dedupe_levels`, `update`)
 wrapped to hand their inputs and outputs to the host (`jax.debug.callback`, ordered); the computation is minimax's
 own. Per tick it keeps the key `sample` split from, the replay decision, the new levels offered, the slots drawn,
-the deduplicated slots and duplicate mask, the scores and max returns `update` got, and the buffer `update` left
-(scores, max returns, ages, filled). The file is large (tens of MB for 600 ticks at 4,000 slots): it is not kept.
+the deduplicated slots and duplicate mask, the scores and max returns `update` got, the levels played (their start
+states), and the buffer `update` left (scores, max returns, ages, filled). Every UPDATE_EVERY-th PPO update also
+keeps its number among the run's updates, its parameters and Adam state, and its whole rollout batch. The file is
+large (tens of MB for 600 ticks at 4,000 slots): it is not kept.
 
     benchmarks/.minimax-venv/bin/python benchmarks/learning/minimax_buffer_trace.py --trace-out /tmp/trace.npz \
         --seed=1 --train_runner=plr ... (minimax.train's flags)
@@ -72,6 +74,11 @@ def update_record(plr_buffer, levels, level_idxs, ued_scores, dupe_mask=None, in
         "after_max_returns": out.max_returns,
         "after_ages": out.ages,
         "after_filled": out.filled,
+        "played_walls": levels.wall_map,
+        "played_goal_pos": levels.goal_pos,
+        "played_agent_pos": levels.agent_pos,
+        "played_agent_dir": levels.agent_dir_idx,
+        "played_time": levels.time,
     }
 
 
@@ -124,14 +131,14 @@ def wrap_updates() -> None:
             **optimizer_fields("update_opt_after/", after_opt),
         }
         fields |= {f"update_batch/{name}": np.asarray(value)[0] for name, value in batch.items()}
-        keep(**fields)
+        keep(update_number=np.asarray(seen[0]), **fields)
 
     def wrapped(self, rng, train_state, batch, prefix_steps=0, fake=False):
         out = original(self, rng, train_state, batch, prefix_steps=prefix_steps, fake=fake)
         if not fake:
             after = out[0]
             kept = {name: getattr(batch, name) for name in ("actions", "log_pis", "values", "targets", "advantages",
-                                                             "dones")}  # fmt: skip
+                                                             "dones", "rewards")}  # fmt: skip
             kept["obs_image"], kept["obs_dir"] = batch.obs["image"], batch.obs["agent_dir"]
             kept["carry_c"], kept["carry_h"] = batch.carry[0][:, 0], batch.carry[1][:, 0]
             jax.debug.callback(

@@ -16,9 +16,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from algos import plr
 from benchmarks.learning import buffer_trace_check as btc
 from common import level_buffer
-from envs.maze import make_level
+from envs.levels import sample_dr_level
+from envs.maze import EnvParams, make_level, reset_to_level, step_and_restart
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 PER_TICK = ("dedupe_slots", "dupe_mask", "scores", "max_returns")
@@ -510,3 +512,33 @@ def test_a_trace_without_rollouts_has_nothing_to_play(tmp_path, capsys):
     """Traces recorded before the rollouts were kept (no update numbers, no played levels) are left alone."""
     assert btc.rollout_check(btc.Args(trace=write(tmp_path, buffer_trace(2)))) == []
     assert capsys.readouterr().out == ""
+
+
+def test_the_replay_is_cleaneds_own_rollout():
+    """replayed_rollout given the actions algos/plr.py's rollout sampled returns that rollout, its advantages and
+    targets exactly (four 7x7 levels, 10-step episodes, 24 steps, fresh parameters): what the check plays is what
+    training plays. Mutation checked by hand: the replay never resetting its LSTM state, or its first step's
+    reset flag off, fails this test."""
+    env_params, num_envs, lstm_size = EnvParams(max_steps=10), 4, 8
+    levels = jax.vmap(functools.partial(sample_dr_level, height=7, width=7, n_walls=8))(
+        jax.random.split(jax.random.key(1), num_envs)
+    )
+    obs, env_state = jax.vmap(reset_to_level, (None, 0, None))(jax.random.key(0), levels, env_params)
+    network = plr.ActorCritic()
+    params = network.init(
+        jax.random.key(2),
+        plr.initial_carry(num_envs, lstm_size),
+        plr.add_time_axis(obs),
+        jnp.zeros((1, num_envs), bool),
+    )
+    start = plr.RolloutState(obs, env_state, plr.initial_carry(num_envs, lstm_size), jnp.ones(num_envs, bool))
+    step_env = jax.vmap(functools.partial(step_and_restart, params=env_params))
+    transitions, end = plr.rollout(jax.random.key(3), network, params, start, step_env, 24, 1)
+    _, _, last_value = network.apply(params, end.carry, plr.add_time_axis(end.obs), end.reset[None])
+    advantages, targets = plr.compute_gae(transitions, last_value[0], 0.999, 0.98)
+    assert transitions.done.any(0).all()
+    replayed = btc.replayed_rollout(params, levels, transitions.action, lstm_size, env_params, 0.999, 0.98)
+    for ours, theirs in zip(
+        jax.tree.leaves(replayed), jax.tree.leaves((transitions, advantages, targets)), strict=True
+    ):
+        np.testing.assert_array_equal(ours, theirs)

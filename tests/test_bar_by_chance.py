@@ -1,6 +1,8 @@
 """benchmarks/learning/bar_by_chance.py on synthetic comparison folders: `swap` keeps each pair's two seeds together
-and its min-p share agrees with every swap pattern enumerated here; `split` draws disjoint groups, its shares (bar
-met, each test failing) agreeing with every partition enumerated here; bad input is refused in one line."""
+and its min-p share agrees with every swap pattern enumerated here; `deal` deals unpaired sides' seeds out, its min-p
+shares agreeing with every deal enumerated here, cleanued's side from --cleanued-runs; `split` draws disjoint groups,
+its shares (bar met, each test failing) agreeing with every partition enumerated here; bad input is refused in one
+line."""
 
 import itertools
 import json
@@ -8,7 +10,17 @@ import json
 import numpy as np
 import pytest
 
-from benchmarks.learning.bar_by_chance import Split, Swap, split_groups, split_report, swap_pairs, swap_report
+from benchmarks.learning.bar_by_chance import (
+    Deal,
+    Split,
+    Swap,
+    deal_report,
+    deal_seeds,
+    split_groups,
+    split_report,
+    swap_pairs,
+    swap_report,
+)
 from benchmarks.learning.learning_vs_minimax_report import mann_whitney_p
 from benchmarks.learning.pool_seed_sets import difference_interval, spread_p
 from common.errors import ConfigError
@@ -60,6 +72,21 @@ def test_swap_pairs_moves_whole_curves_of_one_pair():
             assert pair == {tuple(first[row]), tuple(second[row])}
             orders.add(tuple(swapped_first[row]) == tuple(first[row]))
     assert orders == {True, False}
+
+
+def test_deal_seeds_keeps_each_sides_size_and_deals_every_curve_once():
+    """Mutation checked by hand: drawing the rows with replacement, dealing each side's rows among themselves, or
+    giving the sides each other's sizes fails this test."""
+    rng = np.random.default_rng(3)
+    first, second = np.arange(10.0).reshape(5, 2), -np.arange(6.0).reshape(3, 2) - 1
+    pooled = sorted(map(tuple, np.concatenate([first, second])))
+    moved = set()
+    for _ in range(30):
+        dealt_first, dealt_second = deal_seeds(rng, first, second)
+        assert dealt_first.shape == first.shape and dealt_second.shape == second.shape
+        assert sorted(map(tuple, np.concatenate([dealt_first, dealt_second]))) == pooled
+        moved |= {row for row in map(tuple, dealt_second) if row in set(map(tuple, first))}
+    assert moved == set(map(tuple, first))
 
 
 def test_split_groups_are_disjoint_and_reach_every_seed():
@@ -119,6 +146,70 @@ def test_swap_min_p_agrees_with_every_swap_pattern(tmp_path):
     assert f"| Mann-Whitney | {measured:.3f} |" in report
 
 
+def smallest_p_share_over_every_deal(first: np.ndarray, second: np.ndarray, test) -> tuple[float, float]:
+    """The measured smallest p over the checkpoints of `test`, and the share of all deals of the pooled seeds (each
+    side keeping its size) whose smallest p is at most it."""
+
+    def smallest_p(a, b):
+        return min(test(a[:, j], b[:, j]) for j in range(a.shape[1]))
+
+    pooled, measured, as_small = np.concatenate([first, second]), smallest_p(first, second), []
+    for chosen in itertools.combinations(range(len(pooled)), len(first)):
+        rest = [seed for seed in range(len(pooled)) if seed not in chosen]
+        as_small.append(smallest_p(pooled[list(chosen)], pooled[rest]) <= measured)
+    return measured, float(np.mean(as_small))
+
+
+def test_deal_min_p_agrees_with_every_deal_of_unpaired_sides(tmp_path):
+    """Four cleanued seeds against three of minimax's, which swap refuses as unpaired: the shares of random deals whose
+    smallest Mann-Whitney and spread p are at most the measured ones agree with the shares over all 35 deals.
+    Mutation checked by hand: dealing each side's seeds among themselves (no seed changes side) fails this test."""
+    cleanued = [[0.10, 0.31], [0.22, 0.40], [0.35, 0.43], [0.05, 0.12]]
+    minimax = [[0.30, 0.55], [0.25, 0.61], [0.44, 0.58]]
+    folder = write_folder(tmp_path / "set0", 0, {"cleanued": cleanued, "minimax": minimax})
+    with pytest.raises(ConfigError, match="unpaired"):
+        swap_report(Swap(folders=(folder,), **CHEAP))
+    report = deal_report(Deal(folders=(folder,), **CHEAP))
+    assert "4/3 seeds" in report and "dealing all the seeds out to the sides" in report
+    first, second = np.array(cleanued), np.array(minimax)
+    for name, test in (("Mann-Whitney", mann_whitney_p), ("spread", spread_p)):
+        measured, exact = smallest_p_share_over_every_deal(first, second, test)
+        assert 0.02 < exact < 0.5, name  # a share that a wrong deal would miss
+        count, min_p = draws_as_small(report, name)
+        assert abs(count / CHEAP["draws"] - exact) < 4 * np.sqrt(exact * (1 - exact) / CHEAP["draws"]), name
+        assert min_p == round((count + 1) / (CHEAP["draws"] + 1), 3)
+        assert f"| {name} | {measured:.3f} |" in report
+
+
+def test_deal_takes_cleanueds_side_from_the_runs(tmp_path):
+    """With --cleanued-runs the runs' seeds (here five, from two runs) stand for cleanued's side and the folder's
+    cleanued records are left out: the measured table is the runs' against the folder's minimax seeds.
+    Mutation checked by hand: reading the folders without the runs fails this test."""
+    runs_rates = {100: [[0.1, 0.2], [0.2, 0.3], [0.15, 0.25]], 200: [[0.12, 0.22], [0.3, 0.31]]}
+    minimax = [[0.5, 0.6], [0.45, 0.7], [0.55, 0.65]]
+    folder = write_folder(tmp_path / "set0", 0, {"cleanued": [[0.9, 0.9]] * 3, "minimax": minimax})
+    table = [{"kind": "shared", "cleanued_flag": "maze_size", "cleanued_used": 7}]
+    (folder / "settings.json").write_text(json.dumps({"plr": {"cleanued": {"maze_size": 7}, "table": table}}))
+    runs = []
+    for seed, rates in runs_rates.items():
+        run = tmp_path / f"run{seed}"
+        run.mkdir()
+        config = {"maze_size": 7, "total_updates": GRIDS[-1], "seed": seed}
+        (run / "config.json").write_text(json.dumps({"script": "algos/plr.py", "config": config}))
+        records = [
+            {"update": grid, "seed": index, "solve_rate": rate}
+            for index, curve in enumerate(rates)
+            for grid, rate in zip(GRIDS, curve, strict=True)
+        ]
+        (run / "evaluations.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+        runs.append(run)
+    report = deal_report(Deal(folders=(folder,), cleanued_runs=tuple(runs), **CHEAP))
+    first = np.array(runs_rates[100] + runs_rates[200])
+    assert "5/3 seeds" in report
+    expected = mann_whitney_p(first[:, 0], np.array(minimax)[:, 0])
+    assert table_value(report, "| 300 |").startswith(f"| 300 | {expected:.2f} |")
+
+
 def test_split_shares_agree_with_every_partition(tmp_path):
     """Eight minimax seeds split four against four: each draw is one of the 70 partitions, so the shares of draws that
     meet the bar and in which each test fails it agree with the shares of partitions, enumerated here.
@@ -167,6 +258,8 @@ def test_bad_input_is_refused_in_one_line(tmp_path):
         Split(folders=(folder,), seeds_a_side=2)
     with pytest.raises(ConfigError, match="--cleanued-runs replaces cleanued's seeds: it needs --side cleanued"):
         Split(folders=(folder,), side="minimax", cleanued_runs=(tmp_path,))
+    with pytest.raises(ConfigError, match=r"3/2 seeds \(cleanued/minimax\) .* the spread test needs at least 3 a side"):
+        deal_report(Deal(folders=(folder,), draws=1))
     with pytest.raises(ConfigError, match="--threshold 1.5: a p-value threshold lies between 0 and 1"):
         Swap(folders=(folder,), threshold=1.5)
     two = write_folder(tmp_path / "two", 0, {"cleanued": curves[:2], "minimax": curves[:2]})

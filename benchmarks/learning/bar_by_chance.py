@@ -14,12 +14,19 @@ accounted for (Westfall and Young's min-p, as (that count + 1) / (draws + 1), wi
 Monte Carlo estimate). The share of draws that meet the bar is how often it holds for sides
 drawn from these seeds by chance.
 
+`deal` is `swap` for sides whose seeds are not paired, such as cleanued's side taken from --cleanued-runs (the
+hundreds of seeds a GPU trains at once against minimax's seed sets): each draw deals all the seeds of both sides out
+at random, each side keeping its number of seeds (a permutation test), and reports the same min-p. The
+training-distribution levels are one fixed set for every seed, so any seed may stand on either side.
+
 `split` takes one side's seeds alone (or, with --cleanued-runs, the seeds of cleanued runs such as the 256 a GPU
 trains at once) and draws two disjoint groups of --seeds-a-side at random, again and again: two sides of one
 library. The share of draws meeting the bar is how often a comparison of that size passes when nothing differs.
 
     R=benchmarks/results; S=$R/learning_vs_minimax_7x7_plr_12_seeds
     python benchmarks/learning/bar_by_chance.py swap $S ${S}_set2 ${S}_set3
+    python benchmarks/learning/bar_by_chance.py deal $S ${S}_set2 ${S}_set3 \\
+        --cleanued-runs $R/plr_many_seeds_h100_060c41f/7x7_256_seeds
     python benchmarks/learning/bar_by_chance.py split $S ${S}_set2 ${S}_set3 --side minimax --seeds-a-side 18
     python benchmarks/learning/bar_by_chance.py split $S --side cleanued --seeds-a-side 36 \\
         --cleanued-runs $R/plr_many_seeds_h100_060c41f/7x7_256_seeds
@@ -81,6 +88,14 @@ class Swap(Bar):
 
 
 @dataclass(frozen=True)
+class Deal(Bar):
+    """All seeds of both sides dealt to the sides at random, each side keeping its size."""
+
+    cleanued_runs: tuple[Path, ...] = ()
+    """cleanued run folders that replace the folders' cleanued side, as pool_seed_sets.py --cleanued-runs reads them."""
+
+
+@dataclass(frozen=True)
 class Split(Bar):
     """Two disjoint groups of one library's seeds drawn at random."""
 
@@ -122,6 +137,13 @@ def swap_pairs(rng: np.random.Generator, first: np.ndarray, second: np.ndarray) 
     """The two sides' [seeds, checkpoints] rates with each pair's two seeds given to the sides by a fair coin."""
     swapped = rng.random(len(first))[:, None] < 0.5
     return np.where(swapped, second, first), np.where(swapped, first, second)
+
+
+def deal_seeds(rng: np.random.Generator, first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The two sides' [seeds, checkpoints] rates pooled and dealt out at random, len(first) rows to the first side."""
+    pooled = np.concatenate([first, second])
+    order = rng.permutation(len(pooled))
+    return pooled[order[: len(first)]], pooled[order[len(first) :]]
 
 
 def split_groups(rng: np.random.Generator, seeds: int, seeds_a_side: int) -> tuple[np.ndarray, np.ndarray]:
@@ -207,13 +229,29 @@ def swap_report(args: Swap) -> str:
     if len(cleanued) < 3:
         raise ConfigError(f"{len(cleanued)} seeds a side: the spread test needs at least 3")
     first, second = np.array(list(cleanued.values())), np.array(list(minimax.values()))
+    return permutation_report(args, first, second, grids, swap_pairs, "giving each pair's two seeds to the sides")
+
+
+def deal_report(args: Deal) -> str:
+    values = read_pooled(args.folders, args.method, args.cleanued_runs)
+    grids = checkpoints(values, args.first_rollouts, SIDES)
+    first, second = (np.array(list(curves(values, side, grids).values())) for side in SIDES)
+    if min(len(first), len(second)) < 3:
+        raise ConfigError(
+            f"{len(first)}/{len(second)} seeds (cleanued/minimax) evaluated at every checkpoint from {grids[0]}: the "
+            "spread test needs at least 3 a side"
+        )
+    return permutation_report(args, first, second, grids, deal_seeds, "dealing all the seeds out to the sides")
+
+
+def permutation_report(args: Bar, first: np.ndarray, second: np.ndarray, grids: list[int], redraw, how: str) -> str:
+    """The measured comparison's table, then the draws' shares and min-p, each draw's sides given by
+    redraw(rng, first, second)."""
     measured = judge(first, second, args)
     rng = np.random.default_rng(args.draw_seed)
-    verdicts = []
-    for _ in range(args.draws):
-        verdicts.append(judge(*swap_pairs(rng, first, second), args))
+    verdicts = [judge(*redraw(rng, first, second), args) for _ in range(args.draws)]
     lines = measured_table(measured, grids, (len(first), len(second)), args)
-    lines += ["", f"{args.draws} draws giving each pair's two seeds to the sides at random (seed {args.draw_seed}):"]
+    lines += ["", f"{args.draws} draws {how} at random (seed {args.draw_seed}):"]
     return "\n".join(lines + draw_table(verdicts, args, measured))
 
 
@@ -240,8 +278,9 @@ def split_report(args: Split) -> str:
 
 
 def main() -> None:
-    command = tyro.extras.subcommand_cli_from_dict({"swap": Swap, "split": Split}, description=__doc__)
-    print(swap_report(command) if isinstance(command, Swap) else split_report(command))
+    command = tyro.extras.subcommand_cli_from_dict({"swap": Swap, "deal": Deal, "split": Split}, description=__doc__)
+    reports = {Swap: swap_report, Deal: deal_report, Split: split_report}
+    print(reports[type(command)](command))
 
 
 if __name__ == "__main__":

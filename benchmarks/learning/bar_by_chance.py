@@ -33,6 +33,7 @@ library. The share of draws meeting the bar is how often a comparison of that si
 """
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
@@ -58,6 +59,7 @@ from common.runs import one_line_errors  # noqa: E402
 
 TRAINING = "training distribution"
 TESTS = ("Mann-Whitney", "spread", "interval")
+Redraw = Callable[[np.random.Generator, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
 @dataclass(frozen=True)
@@ -244,7 +246,9 @@ def deal_report(args: Deal) -> str:
     return permutation_report(args, first, second, grids, deal_seeds, "dealing all the seeds out to the sides")
 
 
-def permutation_report(args: Bar, first: np.ndarray, second: np.ndarray, grids: list[int], redraw, how: str) -> str:
+def permutation_report(
+    args: Bar, first: np.ndarray, second: np.ndarray, grids: list[int], redraw: Redraw, how: str
+) -> str:
     """The measured comparison's table, then the draws' shares and min-p, each draw's sides given by
     redraw(rng, first, second)."""
     measured = judge(first, second, args)

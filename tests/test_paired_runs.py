@@ -1,7 +1,9 @@
 """benchmarks/learning/paired_runs.py on synthetic run folders: the paired differences follow --second-seeds, the
 Wilcoxon p is the exact signed-rank p enumerated here, the counts and lowest values are the pairs', and runs that
 cannot be paired are refused in one line; with --side, one side of two learning_vs_minimax.py output folders is paired
-seed by seed, and folders of other experiments are refused."""
+seed by seed, and folders of other experiments are refused; with --across-sides, cleanued's seed i is paired with
+minimax's seed i of one folder whose sides started alike. Every row gives the pairs' Spearman correlation, and the
+folder modes pair the held-out mazes' per-seed means."""
 
 import itertools
 import json
@@ -48,6 +50,16 @@ def table_rows(text: str) -> dict[int, list[str]]:
     return {int(cells[0]): [cell.strip() for cell in cells[1:]] for cells in rows}
 
 
+def labelled_rows(text: str) -> dict[str, list[str]]:
+    """The rows whose first cell is not a checkpoint: --mean-over's and the held-out mazes'."""
+    rows = [line.strip("|").split("|") for line in text.splitlines() if line.startswith("| ") and line[2].isalpha()]
+    return {
+        cells[0].strip(): [cell.strip() for cell in cells[1:]]
+        for cells in rows
+        if cells[0].strip() not in ("update", "maze")
+    }
+
+
 @pytest.fixture
 def runs(tmp_path):
     first = write_run(tmp_path / "first", FIRST, init_from="/tmp/starts.npz", seed=8000, runs_dir="/tmp/b")
@@ -58,15 +70,22 @@ def runs(tmp_path):
 def test_differences_wilcoxon_counts_and_lowest(runs):
     """Mutation checked by hand: second - first in paired_row, or the asymptotic Wilcoxon, fails this test."""
     rows = table_rows(paired_table(Args(*runs, behind=0.2, bootstrap_resamples=500)))
-    assert rows[100] == ["6", "0.453", "0.453", "0.000 [0.000, 0.000]", "1.00", "0", "0", "0.20 / 0.20"]
+    assert rows[100] == ["6", "0.453", "0.453", "0.000 [0.000, 0.000]", "1.00", "0", "0", "0.20 / 0.20", "1.00"]
     differences = np.subtract(FIRST[200], SECOND[200][:6])  # -0.05, +0.10, -0.40, +0.03, -0.12, -0.07
-    pairs, first, second, difference, wilcoxon, first_behind, second_behind, lowest = rows[200]
+    pairs, first, second, difference, wilcoxon, first_behind, second_behind, lowest, spearman = rows[200]
     assert (pairs, first, second) == ("6", "0.423", "0.508")
     assert difference.startswith(f"{differences.mean():.3f} [")
     low, high = (float(bound) for bound in difference.split("[")[1].rstrip("]").split(","))
     assert low <= differences.mean() <= high and low >= differences.min() and high <= differences.max()
     assert wilcoxon == f"{exact_signed_rank_p(differences):.2f}" == "0.31"  # the normal approximation: 0.25
     assert (first_behind, second_behind, lowest) == ("1", "0", "0.10 / 0.27")
+    assert spearman == f"{rank_correlation(FIRST[200], SECOND[200][:6]):.2f}" == "0.66"
+
+
+def rank_correlation(a, b) -> float:
+    """Spearman's rho without ties: 1 - 6 sum(d^2) / (n (n^2 - 1)) over the rank differences d."""
+    d = np.argsort(np.argsort(a)) - np.argsort(np.argsort(b))
+    return 1 - 6 * float((d**2).sum()) / (len(a) * (len(a) ** 2 - 1))
 
 
 def test_second_seeds_pick_the_pairs(tmp_path):
@@ -166,3 +185,49 @@ def test_comparison_folders_of_other_experiments_are_refused(tmp_path, changes, 
 def test_side_refuses_run_folders(runs):
     with pytest.raises(ConfigError, match="needs experiment.json and settings.json"):
         paired_table(Args(*runs, side="minimax"))
+
+
+def test_across_sides_pairs_cleanued_with_minimax_in_one_folder(tmp_path, runs):
+    """cleanued's side holds the first run's rates and minimax's the second's: the table is the runs' table, and the
+    held-out row and --mean-over's row pair each seed's means. Mutation checked by hand: minimax taken first, the
+    held-out means taken over the first checkpoint only, or --mean-over's row from the last checkpoint, fail it."""
+    folder = write_comparison(tmp_path / "same_init", SECOND, FIRST, experiment=EXPERIMENT | {"same_init": True})
+    text = paired_table(Args(folder, across_sides=True, mean_over=(100, 200), bootstrap_resamples=500))
+    assert table_rows(text) == table_rows(paired_table(Args(*runs, bootstrap_resamples=500)))
+    labelled = labelled_rows(text)
+    assert sorted(labelled) == ["SixteenRooms", "mean 100/200"]
+    per_seed = [np.mean([FIRST[u][i] - SECOND[u][i] for u in FIRST]) for i in range(6)]
+    for label, scale in (("mean 100/200", 1.0), ("SixteenRooms", 0.25)):
+        differences = np.asarray(per_seed) * scale
+        assert labelled[label][0] == "6"
+        assert labelled[label][3].startswith(f"{differences.mean():.3f} [")
+        assert labelled[label][4] == f"{exact_signed_rank_p(differences):.2f}"
+
+
+def test_side_pairs_the_held_out_mazes_too(tmp_path):
+    constant = {update: [0.5] * 6 for update in FIRST}
+    first = write_comparison(tmp_path / "first", FIRST, constant)
+    second = write_comparison(tmp_path / "second", SECOND, constant)
+    row = labelled_rows(paired_table(Args(first, second, side="minimax", bootstrap_resamples=200)))["SixteenRooms"]
+    differences = [np.mean([FIRST[u][i] - SECOND[u][i] for u in FIRST]) / 4 for i in range(6)]
+    assert row[3].startswith(f"{np.mean(differences):.3f} [")
+
+
+@pytest.mark.parametrize(
+    ("experiment", "arguments", "message"),
+    [
+        (EXPERIMENT, {}, "without --same-init or --init-from"),
+        (EXPERIMENT | {"same_init": True}, {"side": "minimax"}, "give one folder and no --side"),
+        (EXPERIMENT | {"init_from": "/tmp/starts.npz"}, {"mean_over": (100, 300)}, r"--mean-over \[300\]"),
+    ],
+)
+def test_across_sides_refusals(tmp_path, experiment, arguments, message):
+    folder = write_comparison(tmp_path / "folder", SECOND, FIRST, experiment=experiment)
+    with pytest.raises(ConfigError, match=message):
+        paired_table(Args(folder, across_sides=True, **arguments))
+
+
+def test_one_folder_without_across_sides_is_refused(tmp_path):
+    folder = write_comparison(tmp_path / "folder", SECOND, FIRST)
+    with pytest.raises(ConfigError, match="give the second folder"):
+        paired_table(Args(folder, side="minimax"))

@@ -25,6 +25,16 @@ from the same parameters and draws the same random stream in both, so a pair dif
 the two folders' runs, such as the stack minimax ran on (`--minimax-venv`; benchmarks/learning/minimax_on_our_jax.py).
 
     python benchmarks/learning/paired_runs.py --side minimax OUT_ON_OUR_JAX OUT_ON_JAX_0_4_31
+
+With `--across-sides`, the one folder is an output folder of learning_vs_minimax.py whose two sides started from the
+same parameters (`--same-init`, or `--init-from`), and cleanued's seed i is paired with minimax's seed i: a pair
+differs only in the two libraries' training and random streams.
+
+    python benchmarks/learning/paired_runs.py --across-sides OUT_SAME_INIT --mean-over 400 500 600
+
+In both folder modes a second table pairs each held-out maze's solve rate, averaged per seed over the checkpoints it
+was evaluated at. Every row also gives the Spearman correlation of the pairs' two members: how much a seed's start
+decides where it ends.
 """
 
 import json
@@ -57,10 +67,15 @@ class Args:
     first: Positional[Path]
     """A run folder whose seeds started from the second's (or both from the same .npz); with --side, an output
     folder of learning_vs_minimax.py."""
-    second: Positional[Path]
-    """The other folder."""
+    second: Positional[Path | None] = None
+    """The other folder (none with --across-sides)."""
     side: Literal["cleanued", "minimax"] | None = None
     """Pair this side's seeds of two learning_vs_minimax.py output folders (of one experiment) instead of two runs."""
+    across_sides: bool = False
+    """Pair cleanued's seeds with minimax's in one learning_vs_minimax.py output folder whose sides started from the
+    same parameters (cleanued first)."""
+    mean_over: tuple[int, ...] = ()
+    """Checkpoints whose training-distribution solve rates are also averaged per seed, paired as one more row."""
     method: str = "plr"
     """With --side: the method whose evaluations are paired."""
     second_seeds: tuple[int, ...] = ()
@@ -85,9 +100,10 @@ def read_run(run: Path) -> tuple[dict, dict[int, dict[int, float]]]:
     return json.loads((run / "config.json").read_text()) | {"evaluation": settings.pop() if settings else None}, rates
 
 
-def read_side(folder: Path, side: str, method: str) -> tuple[dict, dict[int, dict[int, float]]]:
-    """(what must match for pairing, {checkpoint: {seed: training-distribution solve rate}}) of one side of a
-    learning_vs_minimax.py output folder."""
+def read_side(folder: Path, side: str, method: str) -> tuple[dict, dict[int, dict[int, float]], dict]:
+    """(what must match for pairing, {checkpoint: {seed: training-distribution solve rate}}, {held-out maze: {seed:
+    solve rate averaged over the checkpoints it was evaluated at}}) of one side of a learning_vs_minimax.py output
+    folder."""
     if not (folder / "experiment.json").is_file() or not (folder / "settings.json").is_file():
         raise ConfigError(
             f"{folder}: needs experiment.json and settings.json (an output folder of learning_vs_minimax.py)"
@@ -95,19 +111,25 @@ def read_side(folder: Path, side: str, method: str) -> tuple[dict, dict[int, dic
     settings = json.loads((folder / "settings.json").read_text())
     if method not in settings:
         raise ConfigError(f"{folder} has no {method} runs (it has {', '.join(sorted(settings))})")
-    rates, evaluations = {}, set()
+    rates, heldout, evaluations = {}, {}, set()
     for record in read_jsonl(folder / "evaluations.jsonl"):
         if (record["side"], record["method"], record["kind"]) == (side, method, "train_levels"):
             evaluations.add((record["episodes"], record["eval_seed"]))
             rates.setdefault(record["grid"], {})[record["seed"]] = record["solve_rate"]
+        elif (record["side"], record["method"], record["kind"]) == (side, method, "heldout"):
+            heldout.setdefault(record["maze"], {}).setdefault(record["seed"], []).append(record["solve_rate"])
     if len(evaluations) > 1:
         raise ConfigError(f"{folder}: evaluated with several (episodes, seed) settings {sorted(evaluations)}")
     experiment = json.loads((folder / "experiment.json").read_text())
-    return {
-        "experiment": experiment,
-        "settings": settings[method][side],
-        "evaluation": evaluations.pop() if evaluations else None,
-    }, rates
+    return (
+        {
+            "experiment": experiment,
+            "settings": settings[method][side],
+            "evaluation": evaluations.pop() if evaluations else None,
+        },
+        rates,
+        {maze: {seed: float(np.mean(values)) for seed, values in seeds.items()} for maze, seeds in heldout.items()},
+    )
 
 
 def check_runs_pairable(args: Args, first: dict, second: dict) -> None:
@@ -132,6 +154,13 @@ def check_sides_pairable(args: Args, first: dict, second: dict) -> None:
     check_same_evaluation(args, first, second)
 
 
+def check_sides_started_alike(folder: Path, experiment: dict) -> None:
+    if not (experiment.get("same_init") or experiment.get("init_from")):
+        raise ConfigError(
+            f"{folder} was run without --same-init or --init-from: its cleanued and minimax seeds started apart"
+        )
+
+
 def check_same_evaluation(args: Args, first: dict, second: dict) -> None:
     if first["evaluation"] != second["evaluation"]:
         raise ConfigError(
@@ -152,7 +181,7 @@ def seed_pairs(args: Args, num_first: int, num_second: int) -> tuple[int, ...]:
     return pairs
 
 
-def paired_row(update: int, first: list[float], second: list[float], behind: float, resamples: int) -> str:
+def paired_row(label: object, first: list[float], second: list[float], behind: float, resamples: int) -> str:
     a, b = np.asarray(first, np.float64), np.asarray(second, np.float64)
     differences = a - b
     # Wilcoxon drops zero differences: with every pair equal nothing is left to rank.
@@ -165,43 +194,108 @@ def paired_row(update: int, first: list[float], second: list[float], behind: flo
         str(int((differences < -behind).sum())),
         str(int((differences > behind).sum())),
         f"{a.min():.2f} / {b.min():.2f}",
+        spearman(a, b),
     ]
-    return f"| {update} | {len(a)} | " + " | ".join(cells) + " |"
+    return f"| {label} | {len(a)} | " + " | ".join(cells) + " |"
 
 
-def paired_table(args: Args) -> str:
+def spearman(a: np.ndarray, b: np.ndarray) -> str:
+    """Spearman's rank correlation of the pairs' members, '-' where one member is constant (no ranks to compare)."""
+    if np.all(a == a[0]) or np.all(b == b[0]):
+        return "-"
+    return f"{stats.spearmanr(a, b).statistic:.2f}"
+
+
+def paired_values(pairs: tuple[int, ...], first: dict[int, float], second: dict[int, float]) -> tuple[list, list]:
+    """The two members' values of every pair that both folders hold."""
+    present = [i for i, j in enumerate(pairs) if i in first and j in second]
+    return [first[i] for i in present], [second[pairs[i]] for i in present]
+
+
+def checkpoint_mean(rates: dict[int, dict[int, float]], checkpoints: tuple[int, ...]) -> dict[int, float]:
+    """Each seed's solve rate averaged over `checkpoints`, for the seeds evaluated at all of them."""
+    seeds = set.intersection(*(set(rates.get(update, {})) for update in checkpoints))
+    return {seed: float(np.mean([rates[update][seed] for update in checkpoints])) for seed in seeds}
+
+
+def read_pairs(args: Args) -> tuple[tuple, tuple, tuple[int, ...], str]:
+    """Each folder's (rates, held-out rates), the second's seed for each of the first's, and the table's title."""
+    if args.across_sides:
+        if args.second is not None or args.side is not None:
+            raise ConfigError("--across-sides pairs the two sides of one folder: give one folder and no --side")
+        (first, *first_rates), (second, *second_rates) = (
+            read_side(args.first, side, args.method) for side in ("cleanued", "minimax")
+        )
+        check_sides_started_alike(args.first, first["experiment"])
+        check_same_evaluation(args, first, second)
+        pairs = seed_pairs(args, first["experiment"]["seeds"], second["experiment"]["seeds"])
+        return (
+            first_rates,
+            second_rates,
+            pairs,
+            f"{args.method} in {args.first}, cleanued (first) against minimax (second)",
+        )
+    if args.second is None:
+        raise ConfigError(f"{args.first}: give the second folder to pair it with (or --across-sides)")
     if args.side is None:
         (first, first_rates), (second, second_rates) = read_run(args.first), read_run(args.second)
         check_runs_pairable(args, first, second)
         pairs = seed_pairs(args, first["config"]["num_seeds"], second["config"]["num_seeds"])
-        names = f"{args.first} (first) against {args.second} (second)"
-    else:
-        (first, first_rates), (second, second_rates) = (
-            read_side(folder, args.side, args.method) for folder in (args.first, args.second)
-        )
-        check_sides_pairable(args, first, second)
-        pairs = seed_pairs(args, first["experiment"]["seeds"], second["experiment"]["seeds"])
-        names = f"{args.side}'s {args.method} in {args.first} (first) against {args.second} (second)"
+        return (first_rates, {}), (second_rates, {}), pairs, f"{args.first} (first) against {args.second} (second)"
+    (first, *first_rates), (second, *second_rates) = (
+        read_side(folder, args.side, args.method) for folder in (args.first, args.second)
+    )
+    check_sides_pairable(args, first, second)
+    pairs = seed_pairs(args, first["experiment"]["seeds"], second["experiment"]["seeds"])
+    names = f"{args.side}'s {args.method} in {args.first} (first) against {args.second} (second)"
+    return first_rates, second_rates, pairs, names
+
+
+def paired_table(args: Args) -> str:
+    (first_rates, first_heldout), (second_rates, second_heldout), pairs, names = read_pairs(args)
+    if missing := [update for update in args.mean_over if update not in first_rates.keys() & second_rates.keys()]:
+        raise ConfigError(f"--mean-over {missing}: not evaluated in both folders")
+    columns = "first | second | difference | Wilcoxon p | first behind | second behind | lowest | Spearman"
     header = [
         f"{names}, seed i against seed {pairs[0]}, ... of the second:"
         " training-distribution solve rate, each run's mean, the mean of the paired differences (first - second) with"
         " its 95% bootstrap interval, the Wilcoxon signed-rank p, the pairs with each run behind by more than"
-        f" {args.behind}, and each run's lowest",
+        f" {args.behind}, each run's lowest and the Spearman correlation of the pairs' members",
         "",
-        "| update | pairs | first | second | difference | Wilcoxon p | first behind | second behind | lowest |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"| update | pairs | {columns} |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     rows = []
-    for update in sorted(first_rates.keys() & second_rates.keys()):
-        present = [i for i, j in enumerate(pairs) if i in first_rates[update] and j in second_rates[update]]
-        if len(present) < 2:
-            continue
-        a = [first_rates[update][i] for i in present]
-        b = [second_rates[update][pairs[i]] for i in present]
-        rows.append(paired_row(update, a, b, args.behind, args.bootstrap_resamples))
+    labelled = [
+        (update, first_rates[update], second_rates[update])
+        for update in sorted(first_rates.keys() & second_rates.keys())
+    ]
+    if args.mean_over:
+        label = "mean " + "/".join(str(update) for update in args.mean_over)
+        labelled.append(
+            (label, checkpoint_mean(first_rates, args.mean_over), checkpoint_mean(second_rates, args.mean_over))
+        )
+    for label, first_values, second_values in labelled:
+        a, b = paired_values(pairs, first_values, second_values)
+        if len(a) >= 2:
+            rows.append(paired_row(label, a, b, args.behind, args.bootstrap_resamples))
     if not rows:
-        raise ConfigError(f"{args.first} and {args.second} share no evaluated update with two or more pairs")
-    return "\n".join(header + rows)
+        raise ConfigError(f"{names}: the two share no evaluated update with two or more pairs")
+    heldout = []
+    for maze in sorted(first_heldout.keys() & second_heldout.keys()):
+        a, b = paired_values(pairs, first_heldout[maze], second_heldout[maze])
+        if len(a) >= 2:
+            heldout.append(paired_row(maze, a, b, args.behind, args.bootstrap_resamples))
+    if heldout:
+        heldout = [
+            "",
+            "Each held-out maze's solve rate, averaged per seed over the checkpoints it was evaluated at:",
+            "",
+            f"| maze | pairs | {columns} |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+            *heldout,
+        ]
+    return "\n".join(header + rows + heldout)
 
 
 def main(args: Args) -> None:

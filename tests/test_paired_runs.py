@@ -14,6 +14,8 @@ import pytest
 from benchmarks.learning.paired_runs import Args, paired_table
 from common.errors import ConfigError
 
+SIDES = ("cleanued", "minimax")
+
 CONFIG = {"seed": 0, "init_from": None, "lr": 3e-4, "runs_dir": "/tmp/a", "total_updates": 600}
 FIRST = {100: [0.30, 0.50, 0.20, 0.62, 0.40, 0.70], 200: [0.40, 0.70, 0.10, 0.84, 0.30, 0.20]}
 SECOND = {100: [0.30, 0.50, 0.20, 0.62, 0.40, 0.70, 0.9], 200: [0.45, 0.60, 0.50, 0.81, 0.42, 0.27, 0.9]}
@@ -217,7 +219,8 @@ def test_side_pairs_the_held_out_mazes_too(tmp_path):
     ("experiment", "arguments", "message"),
     [
         (EXPERIMENT, {}, "without --same-init or --init-from"),
-        (EXPERIMENT | {"same_init": True}, {"side": "minimax"}, "give one folder and no --side"),
+        (EXPERIMENT | {"same_init": True}, {"side": "minimax"}, "of one folder: no second folder, --side or"),
+        (EXPERIMENT | {"same_init": True}, {"second_seeds": (1, 0, 2, 3, 4, 5)}, "of one folder: no second folder"),
         (EXPERIMENT | {"init_from": "/tmp/starts.npz"}, {"mean_over": (100, 300)}, r"--mean-over \[300\]"),
     ],
 )
@@ -227,7 +230,87 @@ def test_across_sides_refusals(tmp_path, experiment, arguments, message):
         paired_table(Args(folder, across_sides=True, **arguments))
 
 
+def test_across_sides_refuses_a_second_folder_and_sides_evaluated_apart(tmp_path):
+    folder = write_comparison(tmp_path / "folder", SECOND, FIRST, experiment=EXPERIMENT | {"same_init": True})
+    with pytest.raises(ConfigError, match="of one folder: no second folder"):
+        paired_table(Args(folder, folder, across_sides=True))
+    records = [json.loads(line) for line in (folder / "evaluations.jsonl").read_text().splitlines()]
+    for held_out in (False, True):
+        changed = [
+            record | {"episodes": 256}
+            if record["side"] == "minimax" and (record["kind"] == "heldout") == held_out
+            else record
+            for record in records
+        ]
+        (folder / "evaluations.jsonl").write_text("".join(json.dumps(record) + "\n" for record in changed))
+        with pytest.raises(ConfigError, match=r"minimax's with \(256, 0\) on " + ("held-out" if held_out else "the")):
+            paired_table(Args(folder, across_sides=True))
+
+
+def append_records(folder, records):
+    with open(folder / "evaluations.jsonl", "a") as file:
+        file.write("".join(json.dumps(record) + "\n" for record in records))
+
+
+def test_held_out_pairs_average_the_checkpoints_both_members_have_of_their_own_method(tmp_path):
+    """minimax lacks seed 0's SixteenRooms evaluation at 200 and another method's records differ: each pair still
+    averages what both members have, of plr alone, so equal rates give 0; a maze every seed fails has no Spearman.
+    Mutation checked by hand: averaging each member over its own checkpoints, dropping the method filter, or the
+    Spearman's constant case, fails this test."""
+    folder = write_comparison(tmp_path / "folder", FIRST, FIRST, experiment=EXPERIMENT | {"same_init": True})
+    records = [json.loads(line) for line in (folder / "evaluations.jsonl").read_text().splitlines()]
+    kept = [
+        record
+        for record in records
+        if not (record["side"], record["kind"], record["grid"], record["seed"]) == ("minimax", "heldout", 200, 0)
+    ]
+    (folder / "evaluations.jsonl").write_text("".join(json.dumps(record) + "\n" for record in kept))
+    base = {"method": "plr", "kind": "heldout", "maze": "Labyrinth", "episodes": 512, "eval_seed": 0, "solve_rate": 0.0}
+    append_records(folder, [base | {"side": side, "seed": seed, "grid": 100} for side in SIDES for seed in range(6)])
+    other = {"method": "accel", "kind": "heldout", "maze": "SixteenRooms", "episodes": 512, "eval_seed": 0}
+    append_records(folder, [other | {"side": "cleanued", "seed": 1, "grid": 100, "solve_rate": 0.9}])
+    rows = labelled_rows(paired_table(Args(folder, across_sides=True, bootstrap_resamples=200)))
+    assert rows["SixteenRooms"][3] == "0.000 [0.000, 0.000]" and rows["SixteenRooms"][-1] == "1.00"
+    assert rows["Labyrinth"][3] == "0.000 [0.000, 0.000]" and rows["Labyrinth"][-1] == "-"
+
+
+def test_side_pairs_the_held_out_mazes_through_second_seeds(tmp_path):
+    """The second folder's minimax seeds are the first's in another order: through --second-seeds every held-out
+    difference is 0, and without it not."""
+    order = (3, 0, 2, 1, 5, 4)
+    shuffled = {update: [values[order.index(j)] for j in range(6)] for update, values in FIRST.items()}
+    constant = {update: [0.5] * 6 for update in FIRST}
+    first = write_comparison(tmp_path / "first", FIRST, constant)
+    second = write_comparison(tmp_path / "second", shuffled, constant)
+    row = labelled_rows(paired_table(Args(first, second, side="minimax", second_seeds=order)))["SixteenRooms"]
+    assert row[3] == "0.000 [0.000, 0.000]"
+    row = labelled_rows(paired_table(Args(first, second, side="minimax")))["SixteenRooms"]
+    assert row[3] != "0.000 [0.000, 0.000]"
+
+
 def test_one_folder_without_across_sides_is_refused(tmp_path):
     folder = write_comparison(tmp_path / "folder", SECOND, FIRST)
     with pytest.raises(ConfigError, match="give the second folder"):
         paired_table(Args(folder, side="minimax"))
+
+
+def test_a_runs_held_out_records_are_left_out(runs):
+    """fork_run.py evaluate --heldout-mazes adds held-out records to a run's evaluations.jsonl: the run mode pairs the
+    training distribution alone, neither refusing the other setting nor mixing its rates in."""
+    first, second = runs
+    before = paired_table(Args(first, second, bootstrap_resamples=200))
+    held_out = {"kind": "heldout", "maze": "SixteenRooms", "episodes": 200, "eval_seed": 0, "solve_rate": 0.99}
+    append_records(first, [held_out | {"update": update, "seed": seed} for update in FIRST for seed in range(6)])
+    assert paired_table(Args(first, second, bootstrap_resamples=200)) == before
+
+
+def test_mean_over_pairs_the_seeds_evaluated_at_every_checkpoint_named(tmp_path):
+    """cleanued's seed 2 lacks its 200-update evaluation: --mean-over 100 200 pairs the other five."""
+    folder = write_comparison(tmp_path / "folder", SECOND, FIRST, experiment=EXPERIMENT | {"init_from": "/tmp/s.npz"})
+    records = [json.loads(line) for line in (folder / "evaluations.jsonl").read_text().splitlines()]
+    missing = ("cleanued", "train_levels", 200, 2)
+    kept = [record for record in records if (record["side"], record["kind"], record["grid"], record["seed"]) != missing]
+    (folder / "evaluations.jsonl").write_text("".join(json.dumps(record) + "\n" for record in kept))
+    row = labelled_rows(paired_table(Args(folder, across_sides=True, mean_over=(100, 200), bootstrap_resamples=200)))
+    differences = [np.mean([FIRST[u][i] - SECOND[u][i] for u in FIRST]) for i in (0, 1, 3, 4, 5)]
+    assert row["mean 100/200"][0] == "5" and row["mean 100/200"][3].startswith(f"{np.mean(differences):.3f} [")

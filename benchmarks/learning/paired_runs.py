@@ -1,4 +1,5 @@
-"""Two cleanued runs whose seeds started pair by pair from the same initial parameters, compared seed by seed.
+"""Two runs, or two sides of learning-comparison folders, whose seeds started pair by pair from the same initial
+parameters, compared seed by seed.
 
 Whether a machine, a jax version or a change of code alters how a method learns cannot be told well from two seed
 sets: their seeds start from different initial parameters, and a few slow starts move the tail on their own. Start
@@ -32,16 +33,16 @@ differs only in the two libraries' training and random streams.
 
     python benchmarks/learning/paired_runs.py --across-sides OUT_SAME_INIT --mean-over 400 500 600
 
-In both folder modes a second table pairs each held-out maze's solve rate, averaged per seed over the checkpoints it
-was evaluated at. Every row also gives the Spearman correlation of the pairs' two members: how much a seed's start
-decides where it ends.
+In both folder modes a second table pairs each held-out maze's solve rate, each pair's two members averaged over the
+checkpoints at which both were evaluated. Every row also gives the Spearman correlation of the pairs' two members: how
+much a seed's start decides where it ends.
 """
 
 import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, NamedTuple
 
 import numpy as np
 import tyro
@@ -66,18 +67,19 @@ RUN_FIELDS = resumable_fields(schedule_spans_run=False) | {"seed", "num_seeds", 
 class Args:
     first: Positional[Path]
     """A run folder whose seeds started from the second's (or both from the same .npz); with --side, an output
-    folder of learning_vs_minimax.py."""
+    folder of learning_vs_minimax.py; with --across-sides, the one such folder."""
     second: Positional[Path | None] = None
     """The other folder (none with --across-sides)."""
     side: Literal["cleanued", "minimax"] | None = None
     """Pair this side's seeds of two learning_vs_minimax.py output folders (of one experiment) instead of two runs."""
     across_sides: bool = False
-    """Pair cleanued's seeds with minimax's in one learning_vs_minimax.py output folder whose sides started from the
-    same parameters (cleanued first)."""
+    """Pair cleanued's seed i with minimax's seed i in one learning_vs_minimax.py output folder whose sides started
+    from the same parameters (cleanued first)."""
     mean_over: tuple[int, ...] = ()
-    """Checkpoints whose training-distribution solve rates are also averaged per seed, paired as one more row."""
+    """Checkpoints whose training-distribution solve rates are also averaged per seed, paired as one more row (the
+    seeds evaluated at all of them)."""
     method: str = "plr"
-    """With --side: the method whose evaluations are paired."""
+    """With --side or --across-sides: the method whose evaluations are paired."""
     second_seeds: tuple[int, ...] = ()
     """The second run's seed that the first run's seed i started as (default: seed i)."""
     behind: float = 0.2
@@ -85,25 +87,45 @@ class Args:
     bootstrap_resamples: Annotated[int, AT_LEAST_ONE] = 10000
 
 
-def read_run(run: Path) -> tuple[dict, dict[int, dict[int, float]]]:
-    """(saved config.json, {update: {seed: training-distribution solve rate}}) of a run folder, with the
-    evaluation setting checked to be one."""
+class Evaluations(NamedTuple):
+    rates: dict[int, dict[int, float]]
+    """{checkpoint: {seed: training-distribution solve rate}}"""
+    heldout: dict[str, dict[int, dict[int, float]]]
+    """{held-out maze: {checkpoint: {seed: solve rate}}}"""
+
+
+class Pairing(NamedTuple):
+    first: Evaluations
+    second: Evaluations
+    pairs: tuple[int, ...]
+    """The second's seed for each of the first's."""
+    title: str
+
+
+def one_setting(settings: set, where: str) -> tuple[int, int] | None:
+    if len(settings) > 1:
+        raise ConfigError(f"{where}: evaluated with several (episodes, seed) settings {sorted(settings)}")
+    return settings.pop() if settings else None
+
+
+def read_run(run: Path) -> tuple[dict, Evaluations]:
+    """(saved config.json, the training-distribution evaluations) of a run folder, with the evaluation setting checked
+    to be one; held-out records (`fork_run.py evaluate --heldout-mazes`) are not paired here."""
     if not (run / "config.json").is_file() or not (run / "evaluations.jsonl").is_file():
         raise ConfigError(f"{run}: needs config.json and evaluations.jsonl (fork_run.py evaluate)")
     rates, settings = {}, set()
     for record in read_jsonl(run / "evaluations.jsonl"):
+        if record.get("kind", "train_levels") != "train_levels":
+            continue
         episodes, eval_seed = FORK_RUN_EVALUATION
         settings.add((record.get("episodes", episodes), record.get("eval_seed", eval_seed)))
         rates.setdefault(record["update"], {})[record["seed"]] = record["solve_rate"]
-    if len(settings) > 1:
-        raise ConfigError(f"{run}: evaluated with several (episodes, seed) settings {sorted(settings)}")
-    return json.loads((run / "config.json").read_text()) | {"evaluation": settings.pop() if settings else None}, rates
+    saved = json.loads((run / "config.json").read_text())
+    return saved | {"evaluation": (one_setting(settings, str(run)), None)}, Evaluations(rates, {})
 
 
-def read_side(folder: Path, side: str, method: str) -> tuple[dict, dict[int, dict[int, float]], dict]:
-    """(what must match for pairing, {checkpoint: {seed: training-distribution solve rate}}, {held-out maze: {seed:
-    solve rate averaged over the checkpoints it was evaluated at}}) of one side of a learning_vs_minimax.py output
-    folder."""
+def read_side(folder: Path, side: str, method: str) -> tuple[dict, Evaluations]:
+    """(what must match for pairing, the evaluations) of one side of a learning_vs_minimax.py output folder."""
     if not (folder / "experiment.json").is_file() or not (folder / "settings.json").is_file():
         raise ConfigError(
             f"{folder}: needs experiment.json and settings.json (an output folder of learning_vs_minimax.py)"
@@ -111,25 +133,21 @@ def read_side(folder: Path, side: str, method: str) -> tuple[dict, dict[int, dic
     settings = json.loads((folder / "settings.json").read_text())
     if method not in settings:
         raise ConfigError(f"{folder} has no {method} runs (it has {', '.join(sorted(settings))})")
-    rates, heldout, evaluations = {}, {}, set()
+    rates, heldout, train_settings, heldout_settings = {}, {}, set(), set()
     for record in read_jsonl(folder / "evaluations.jsonl"):
-        if (record["side"], record["method"], record["kind"]) == (side, method, "train_levels"):
-            evaluations.add((record["episodes"], record["eval_seed"]))
+        if (record["side"], record["method"]) != (side, method):
+            continue
+        if record["kind"] == "train_levels":
+            train_settings.add((record["episodes"], record["eval_seed"]))
             rates.setdefault(record["grid"], {})[record["seed"]] = record["solve_rate"]
-        elif (record["side"], record["method"], record["kind"]) == (side, method, "heldout"):
-            heldout.setdefault(record["maze"], {}).setdefault(record["seed"], []).append(record["solve_rate"])
-    if len(evaluations) > 1:
-        raise ConfigError(f"{folder}: evaluated with several (episodes, seed) settings {sorted(evaluations)}")
+        elif record["kind"] == "heldout":
+            heldout_settings.add((record["episodes"], record["eval_seed"]))
+            heldout.setdefault(record["maze"], {}).setdefault(record["grid"], {})[record["seed"]] = record["solve_rate"]
+    where = f"{folder}'s {side} side"
+    evaluation = (one_setting(train_settings, where), one_setting(heldout_settings, where + " on held-out mazes"))
     experiment = json.loads((folder / "experiment.json").read_text())
-    return (
-        {
-            "experiment": experiment,
-            "settings": settings[method][side],
-            "evaluation": evaluations.pop() if evaluations else None,
-        },
-        rates,
-        {maze: {seed: float(np.mean(values)) for seed, values in seeds.items()} for maze, seeds in heldout.items()},
-    )
+    meta = {"experiment": experiment, "settings": settings[method][side], "evaluation": evaluation}
+    return meta, Evaluations(rates, heldout)
 
 
 def check_runs_pairable(args: Args, first: dict, second: dict) -> None:
@@ -137,7 +155,7 @@ def check_runs_pairable(args: Args, first: dict, second: dict) -> None:
         raise ConfigError(f"{args.first} is a run of {first['script']}, {args.second} of {second['script']}")
     if differing := config_differences(first["config"], second["config"], RUN_FIELDS):
         raise ConfigError(f"{args.first} and {args.second} were trained with other settings: {'; '.join(differing)}")
-    check_same_evaluation(args, first, second)
+    check_same_evaluation(str(args.first), str(args.second), first, second)
     if not (first["config"]["init_from"] or second["config"]["init_from"]):
         raise ConfigError(f"neither {args.first} nor {args.second} started from --init-from: their starts differ")
 
@@ -151,37 +169,47 @@ def check_sides_pairable(args: Args, first: dict, second: dict) -> None:
                 f"{args.first} and {args.second} differ in their {part}: "
                 + "; ".join(f"{key} {first[part].get(key)!r} and {second[part].get(key)!r}" for key in differing)
             )
-    check_same_evaluation(args, first, second)
+    check_same_evaluation(str(args.first), str(args.second), first, second)
 
 
-def check_sides_started_alike(folder: Path, experiment: dict) -> None:
+def check_sides_started_alike(args: Args, experiment: dict) -> None:
+    if args.second is not None or args.side is not None or args.second_seeds:
+        raise ConfigError(
+            "--across-sides pairs cleanued's seed i with minimax's seed i of one folder: no second folder, --side or "
+            "--second-seeds"
+        )
     if not (experiment.get("same_init") or experiment.get("init_from")):
         raise ConfigError(
-            f"{folder} was run without --same-init or --init-from: its cleanued and minimax seeds started apart"
+            f"{args.first} was run without --same-init or --init-from: its cleanued and minimax seeds started apart"
         )
 
 
-def check_same_evaluation(args: Args, first: dict, second: dict) -> None:
-    if first["evaluation"] != second["evaluation"]:
-        raise ConfigError(
-            f"{args.first} was evaluated with (episodes, seed) {first['evaluation']}, {args.second} with "
-            f"{second['evaluation']}"
-        )
+def check_same_evaluation(first_name: str, second_name: str, first: dict, second: dict) -> None:
+    """Both members of every pair evaluated alike: (episodes, seed) on the training distribution and on held-out
+    mazes."""
+    for setting, first_setting, second_setting in zip(
+        ("the training distribution", "held-out mazes"), first["evaluation"], second["evaluation"], strict=True
+    ):
+        if first_setting != second_setting:
+            raise ConfigError(
+                f"{first_name} was evaluated with (episodes, seed) {first_setting}, {second_name} with "
+                f"{second_setting} on {setting}"
+            )
 
 
-def seed_pairs(args: Args, num_first: int, num_second: int) -> tuple[int, ...]:
+def seed_pairs(args: Args, num_first: int, num_second: int, second_name: str) -> tuple[int, ...]:
     """The second folder's seed for each of the first's."""
     pairs = args.second_seeds or tuple(range(num_first))
     if len(pairs) != num_first:
         raise ConfigError(f"--second-seeds: {len(pairs)} seeds for {args.first}'s {num_first}")
     if bad := [seed for seed in pairs if not 0 <= seed < num_second]:
-        raise ConfigError(f"--second-seeds {bad}: {args.second} has seeds 0-{num_second - 1}")
+        raise ConfigError(f"--second-seeds {bad}: {second_name} has seeds 0-{num_second - 1}")
     if len(set(pairs)) < len(pairs):
         raise ConfigError(f"--second-seeds {pairs}: a seed twice")
     return pairs
 
 
-def paired_row(label: object, first: list[float], second: list[float], behind: float, resamples: int) -> str:
+def paired_row(label: int | str, first: list[float], second: list[float], behind: float, resamples: int) -> str:
     a, b = np.asarray(first, np.float64), np.asarray(second, np.float64)
     differences = a - b
     # Wilcoxon drops zero differences: with every pair equal nothing is left to rank.
@@ -218,81 +246,90 @@ def checkpoint_mean(rates: dict[int, dict[int, float]], checkpoints: tuple[int, 
     return {seed: float(np.mean([rates[update][seed] for update in checkpoints])) for seed in seeds}
 
 
-def read_pairs(args: Args) -> tuple[tuple, tuple, tuple[int, ...], str]:
-    """Each folder's (rates, held-out rates), the second's seed for each of the first's, and the table's title."""
+def heldout_means(pairs: tuple[int, ...], first: dict[int, dict], second: dict[int, dict]) -> tuple[list, list]:
+    """Each pair's two held-out solve rates, both averaged over the checkpoints at which both members were evaluated
+    (so a checkpoint one side lacks moves neither)."""
+    a, b = [], []
+    for i, j in enumerate(pairs):
+        shared = sorted(c for c in first.keys() & second.keys() if i in first[c] and j in second[c])
+        if shared:
+            a.append(float(np.mean([first[c][i] for c in shared])))
+            b.append(float(np.mean([second[c][j] for c in shared])))
+    return a, b
+
+
+def read_pairs(args: Args) -> Pairing:
     if args.across_sides:
-        if args.second is not None or args.side is not None:
-            raise ConfigError("--across-sides pairs the two sides of one folder: give one folder and no --side")
-        (first, *first_rates), (second, *second_rates) = (
+        (first, first_evaluations), (second, second_evaluations) = (
             read_side(args.first, side, args.method) for side in ("cleanued", "minimax")
         )
-        check_sides_started_alike(args.first, first["experiment"])
-        check_same_evaluation(args, first, second)
-        pairs = seed_pairs(args, first["experiment"]["seeds"], second["experiment"]["seeds"])
-        return (
-            first_rates,
-            second_rates,
-            pairs,
-            f"{args.method} in {args.first}, cleanued (first) against minimax (second)",
-        )
+        check_sides_started_alike(args, first["experiment"])
+        check_same_evaluation("cleanued's side", "minimax's", first, second)
+        pairs = seed_pairs(args, first["experiment"]["seeds"], second["experiment"]["seeds"], "minimax's side")
+        title = f"{args.method} in {args.first}, cleanued (first) against minimax (second)"
+        return Pairing(first_evaluations, second_evaluations, pairs, title)
     if args.second is None:
         raise ConfigError(f"{args.first}: give the second folder to pair it with (or --across-sides)")
     if args.side is None:
-        (first, first_rates), (second, second_rates) = read_run(args.first), read_run(args.second)
+        (first, first_evaluations), (second, second_evaluations) = read_run(args.first), read_run(args.second)
         check_runs_pairable(args, first, second)
-        pairs = seed_pairs(args, first["config"]["num_seeds"], second["config"]["num_seeds"])
-        return (first_rates, {}), (second_rates, {}), pairs, f"{args.first} (first) against {args.second} (second)"
-    (first, *first_rates), (second, *second_rates) = (
+        pairs = seed_pairs(args, first["config"]["num_seeds"], second["config"]["num_seeds"], str(args.second))
+        title = f"{args.first} (first) against {args.second} (second)"
+        return Pairing(first_evaluations, second_evaluations, pairs, title)
+    (first, first_evaluations), (second, second_evaluations) = (
         read_side(folder, args.side, args.method) for folder in (args.first, args.second)
     )
     check_sides_pairable(args, first, second)
-    pairs = seed_pairs(args, first["experiment"]["seeds"], second["experiment"]["seeds"])
-    names = f"{args.side}'s {args.method} in {args.first} (first) against {args.second} (second)"
-    return first_rates, second_rates, pairs, names
+    pairs = seed_pairs(args, first["experiment"]["seeds"], second["experiment"]["seeds"], str(args.second))
+    title = f"{args.side}'s {args.method} in {args.first} (first) against {args.second} (second)"
+    return Pairing(first_evaluations, second_evaluations, pairs, title)
 
 
 def paired_table(args: Args) -> str:
-    (first_rates, first_heldout), (second_rates, second_heldout), pairs, names = read_pairs(args)
-    if missing := [update for update in args.mean_over if update not in first_rates.keys() & second_rates.keys()]:
+    first, second, pairs, title = read_pairs(args)
+    if len(set(args.mean_over)) < len(args.mean_over):
+        raise ConfigError(f"--mean-over {args.mean_over}: a checkpoint twice")
+    if missing := [update for update in args.mean_over if update not in first.rates.keys() & second.rates.keys()]:
         raise ConfigError(f"--mean-over {missing}: not evaluated in both folders")
     columns = "first | second | difference | Wilcoxon p | first behind | second behind | lowest | Spearman"
+    separator = "|---" * (columns.count("|") + 3) + "|"
     header = [
-        f"{names}, seed i against seed {pairs[0]}, ... of the second:"
+        f"{title}, seed i against seed {pairs[0]}, ... of the second:"
         " training-distribution solve rate, each run's mean, the mean of the paired differences (first - second) with"
         " its 95% bootstrap interval, the Wilcoxon signed-rank p, the pairs with each run behind by more than"
         f" {args.behind}, each run's lowest and the Spearman correlation of the pairs' members",
         "",
         f"| update | pairs | {columns} |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        separator,
     ]
-    rows = []
     labelled = [
-        (update, first_rates[update], second_rates[update])
-        for update in sorted(first_rates.keys() & second_rates.keys())
+        (update, first.rates[update], second.rates[update])
+        for update in sorted(first.rates.keys() & second.rates.keys())
     ]
     if args.mean_over:
         label = "mean " + "/".join(str(update) for update in args.mean_over)
         labelled.append(
-            (label, checkpoint_mean(first_rates, args.mean_over), checkpoint_mean(second_rates, args.mean_over))
+            (label, checkpoint_mean(first.rates, args.mean_over), checkpoint_mean(second.rates, args.mean_over))
         )
+    rows = []
     for label, first_values, second_values in labelled:
         a, b = paired_values(pairs, first_values, second_values)
         if len(a) >= 2:
             rows.append(paired_row(label, a, b, args.behind, args.bootstrap_resamples))
     if not rows:
-        raise ConfigError(f"{names}: the two share no evaluated update with two or more pairs")
+        raise ConfigError(f"{title}: the two share no evaluated update with two or more pairs")
     heldout = []
-    for maze in sorted(first_heldout.keys() & second_heldout.keys()):
-        a, b = paired_values(pairs, first_heldout[maze], second_heldout[maze])
+    for maze in sorted(first.heldout.keys() & second.heldout.keys()):
+        a, b = heldout_means(pairs, first.heldout[maze], second.heldout[maze])
         if len(a) >= 2:
             heldout.append(paired_row(maze, a, b, args.behind, args.bootstrap_resamples))
     if heldout:
         heldout = [
             "",
-            "Each held-out maze's solve rate, averaged per seed over the checkpoints it was evaluated at:",
+            "Each held-out maze's solve rate, a pair's members averaged over the checkpoints both were evaluated at:",
             "",
             f"| maze | pairs | {columns} |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            separator,
             *heldout,
         ]
     return "\n".join(header + rows + heldout)

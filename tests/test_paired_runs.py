@@ -243,7 +243,9 @@ def test_across_sides_refuses_a_second_folder_and_sides_evaluated_apart(tmp_path
             for record in records
         ]
         (folder / "evaluations.jsonl").write_text("".join(json.dumps(record) + "\n" for record in changed))
-        with pytest.raises(ConfigError, match=r"minimax's with \(256, 0\) on " + ("held-out" if held_out else "the")):
+        with pytest.raises(
+            ConfigError, match=r"its minimax side with \(256, 0\) on " + ("held-out" if held_out else "the")
+        ):
             paired_table(Args(folder, across_sides=True))
 
 
@@ -314,3 +316,46 @@ def test_mean_over_pairs_the_seeds_evaluated_at_every_checkpoint_named(tmp_path)
     row = labelled_rows(paired_table(Args(folder, across_sides=True, mean_over=(100, 200), bootstrap_resamples=200)))
     differences = [np.mean([FIRST[u][i] - SECOND[u][i] for u in FIRST]) for i in (0, 1, 3, 4, 5)]
     assert row["mean 100/200"][0] == "5" and row["mean 100/200"][3].startswith(f"{np.mean(differences):.3f} [")
+
+
+LATER = {100: [0.10, 0.35, 0.22, 0.41, 0.50, 0.33], 200: [0.52, 0.44, 0.61, 0.28, 0.47, 0.39]}
+
+
+def test_pooled_with_adds_another_seed_sets_pairs(tmp_path):
+    """Two same-init folders of one experiment: the pooled rows hold all 12 pairs, the first folder's seeds and the
+    second's kept apart. Mutation checked by hand: the second folder's seeds not moved past the first's (its pairs
+    overwrite the first's), or the second folder left out, fails this test."""
+    experiment = EXPERIMENT | {"same_init": True}
+    first = write_comparison(tmp_path / "first", SECOND, FIRST, experiment=experiment)
+    later = write_comparison(tmp_path / "later", FIRST, LATER, experiment=experiment | {"first_seed": 6})
+    text = paired_table(Args(first, across_sides=True, pooled_with=(later,), bootstrap_resamples=200))
+    for update in FIRST:
+        differences = np.concatenate(
+            [np.subtract(FIRST[update], SECOND[update][:6]), np.subtract(LATER[update], FIRST[update])]
+        )
+        row = table_rows(text)[update]
+        assert row[0] == "12" and row[3].startswith(f"{differences.mean():.3f} [")
+    per_seed = np.concatenate(
+        [
+            np.mean([np.subtract(FIRST[u], SECOND[u][:6]) for u in FIRST], axis=0),
+            np.mean([np.subtract(LATER[u], FIRST[u]) for u in FIRST], axis=0),
+        ]
+    )
+    row = labelled_rows(text)["SixteenRooms"]
+    assert row[0] == "12" and row[3].startswith(f"{per_seed.mean() / 4:.3f} [")
+
+
+@pytest.mark.parametrize(
+    ("later_experiment", "arguments", "message"),
+    [
+        (EXPERIMENT | {"same_init": True, "first_seed": 6}, {"across_sides": False}, "pools folders of --across-sides"),
+        (EXPERIMENT | {"same_init": True}, {}, "the same seed set as"),
+        (EXPERIMENT | {"same_init": True, "first_seed": 6, "n_walls": 9}, {}, "differs from .* in n_walls"),
+        (EXPERIMENT | {"first_seed": 6}, {}, "started apart"),
+    ],
+)
+def test_pooled_with_refusals(tmp_path, later_experiment, arguments, message):
+    first = write_comparison(tmp_path / "first", SECOND, FIRST, experiment=EXPERIMENT | {"same_init": True})
+    later = write_comparison(tmp_path / "later", FIRST, LATER, experiment=later_experiment)
+    with pytest.raises(ConfigError, match=message):
+        paired_table(Args(first, pooled_with=(later,), **({"across_sides": True} | arguments)))

@@ -32,6 +32,9 @@ same parameters (`--same-init`, or `--init-from`), and cleanued's seed i is pair
 differs only in the two libraries' training and random streams.
 
     python benchmarks/learning/paired_runs.py --across-sides OUT_SAME_INIT --mean-over 400 500 600
+    python benchmarks/learning/paired_runs.py --across-sides OUT_SAME_INIT --pooled-with OUT_SAME_INIT_SET2
+
+`--pooled-with` adds the pairs of more such folders, the same experiment with other seed sets (`--first-seed`).
 
 In both folder modes a second table pairs each held-out maze's solve rate, each pair's two members averaged over the
 checkpoints at which both were evaluated. Every row also gives the Spearman correlation of the pairs' two members: how
@@ -75,6 +78,9 @@ class Args:
     across_sides: bool = False
     """Pair cleanued's seed i with minimax's seed i in one learning_vs_minimax.py output folder whose sides started
     from the same parameters (cleanued first)."""
+    pooled_with: tuple[Path, ...] = ()
+    """With --across-sides: more such folders of the same experiment (another --first-seed), whose pairs join the
+    first folder's."""
     mean_over: tuple[int, ...] = ()
     """Checkpoints whose training-distribution solve rates are also averaged per seed, paired as one more row (the
     seeds evaluated at all of them)."""
@@ -172,7 +178,7 @@ def check_sides_pairable(args: Args, first: dict, second: dict) -> None:
     check_same_evaluation(str(args.first), str(args.second), first, second)
 
 
-def check_sides_started_alike(args: Args, experiment: dict) -> None:
+def check_sides_started_alike(args: Args, folder: Path, experiment: dict) -> None:
     if args.second is not None or args.side is not None or args.second_seeds:
         raise ConfigError(
             "--across-sides pairs cleanued's seed i with minimax's seed i of one folder: no second folder, --side or "
@@ -180,8 +186,71 @@ def check_sides_started_alike(args: Args, experiment: dict) -> None:
         )
     if not (experiment.get("same_init") or experiment.get("init_from")):
         raise ConfigError(
-            f"{args.first} was run without --same-init or --init-from: its cleanued and minimax seeds started apart"
+            f"{folder} was run without --same-init or --init-from: its cleanued and minimax seeds started apart"
         )
+
+
+def check_pooled_alike(args: Args, folder: Path, first: dict, pooled: dict) -> None:
+    """A --pooled-with folder is the first's experiment with another seed set: the same experiment but --first-seed,
+    the same settings and evaluations."""
+    differing = [
+        key
+        for key in first["experiment"].keys() | pooled["experiment"].keys()
+        if key != "first_seed" and first["experiment"].get(key) != pooled["experiment"].get(key)
+    ]
+    differing += [part for part in ("settings", "evaluation") if first[part] != pooled[part]]
+    if differing:
+        raise ConfigError(f"--pooled-with {folder} differs from {args.first} in {', '.join(sorted(differing))}")
+    if first["experiment"].get("first_seed", 0) == pooled["experiment"].get("first_seed", 0):
+        raise ConfigError(f"--pooled-with {folder}: the same seed set as {args.first} (--first-seed)")
+
+
+def shifted(evaluations: Evaluations, offset: int) -> Evaluations:
+    """The evaluations with every seed index moved up by `offset`, so that pooled folders' seeds stay apart."""
+    rates = {
+        update: {seed + offset: rate for seed, rate in seeds.items()} for update, seeds in evaluations.rates.items()
+    }
+    heldout = {
+        maze: {update: {seed + offset: rate for seed, rate in seeds.items()} for update, seeds in checkpoints.items()}
+        for maze, checkpoints in evaluations.heldout.items()
+    }
+    return Evaluations(rates, heldout)
+
+
+def merged(parts: list[Evaluations]) -> Evaluations:
+    rates, heldout = {}, {}
+    for part in parts:
+        for update, seeds in part.rates.items():
+            rates.setdefault(update, {}).update(seeds)
+        for maze, checkpoints in part.heldout.items():
+            for update, seeds in checkpoints.items():
+                heldout.setdefault(maze, {}).setdefault(update, {}).update(seeds)
+    return Evaluations(rates, heldout)
+
+
+def read_across_sides(args: Args) -> Pairing:
+    """cleanued's seed i against minimax's seed i in `first` and every --pooled-with folder, the folders' seeds one
+    after another."""
+    cleanued_parts, minimax_parts, offset = [], [], 0
+    first_meta = None
+    for folder in (args.first, *args.pooled_with):
+        (cleanued, cleanued_evaluations), (minimax, minimax_evaluations) = (
+            read_side(folder, side, args.method) for side in ("cleanued", "minimax")
+        )
+        check_sides_started_alike(args, folder, cleanued["experiment"])
+        check_same_evaluation(f"{folder}'s cleanued side", "its minimax side", cleanued, minimax)
+        if first_meta is None:
+            first_meta = cleanued
+        else:
+            check_pooled_alike(args, folder, first_meta, cleanued)
+        seeds = cleanued["experiment"]["seeds"]
+        seed_pairs(args, seeds, minimax["experiment"]["seeds"], f"{folder}'s minimax side")
+        cleanued_parts.append(shifted(cleanued_evaluations, offset))
+        minimax_parts.append(shifted(minimax_evaluations, offset))
+        offset += seeds
+    folders = " + ".join(str(folder) for folder in (args.first, *args.pooled_with))
+    title = f"{args.method} in {folders}, cleanued (first) against minimax (second)"
+    return Pairing(merged(cleanued_parts), merged(minimax_parts), tuple(range(offset)), title)
 
 
 def check_same_evaluation(first_name: str, second_name: str, first: dict, second: dict) -> None:
@@ -260,14 +329,9 @@ def heldout_means(pairs: tuple[int, ...], first: dict[int, dict], second: dict[i
 
 def read_pairs(args: Args) -> Pairing:
     if args.across_sides:
-        (first, first_evaluations), (second, second_evaluations) = (
-            read_side(args.first, side, args.method) for side in ("cleanued", "minimax")
-        )
-        check_sides_started_alike(args, first["experiment"])
-        check_same_evaluation("cleanued's side", "minimax's", first, second)
-        pairs = seed_pairs(args, first["experiment"]["seeds"], second["experiment"]["seeds"], "minimax's side")
-        title = f"{args.method} in {args.first}, cleanued (first) against minimax (second)"
-        return Pairing(first_evaluations, second_evaluations, pairs, title)
+        return read_across_sides(args)
+    if args.pooled_with:
+        raise ConfigError("--pooled-with pools folders of --across-sides")
     if args.second is None:
         raise ConfigError(f"{args.first}: give the second folder to pair it with (or --across-sides)")
     if args.side is None:

@@ -97,7 +97,8 @@ def summary_row(update: int, start: str, first: list[float], second: list[float]
 
 def copies_table(args: Args) -> str:
     lines = parse_lines(args.below)
-    (first, first_rates), (second, second_rates) = read_run(args.first), read_run(args.second)
+    (first, first_evaluations), (second, second_evaluations) = read_run(args.first), read_run(args.second)
+    first_rates, second_rates = first_evaluations.rates, second_evaluations.rates
     check_runs_pairable(args, first, second)
     check_starts(args, first, second)
     shared_updates = first_rates.keys() & second_rates.keys()

@@ -349,7 +349,8 @@ def test_pooled_with_adds_another_seed_sets_pairs(tmp_path):
     ("later_experiment", "arguments", "message"),
     [
         (EXPERIMENT | {"same_init": True, "first_seed": 6}, {"across_sides": False}, "pools folders of --across-sides"),
-        (EXPERIMENT | {"same_init": True}, {}, "the same seed set as"),
+        (EXPERIMENT | {"same_init": True}, {}, "overlaps that of"),
+        (EXPERIMENT | {"same_init": True, "first_seed": 3}, {}, "overlaps that of"),
         (EXPERIMENT | {"same_init": True, "first_seed": 6, "n_walls": 9}, {}, "differs from .* in n_walls"),
         (EXPERIMENT | {"first_seed": 6}, {}, "started apart"),
     ],

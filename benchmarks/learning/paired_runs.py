@@ -178,12 +178,15 @@ def check_sides_pairable(args: Args, first: dict, second: dict) -> None:
     check_same_evaluation(str(args.first), str(args.second), first, second)
 
 
-def check_sides_started_alike(args: Args, folder: Path, experiment: dict) -> None:
+def check_across_sides_arguments(args: Args) -> None:
     if args.second is not None or args.side is not None or args.second_seeds:
         raise ConfigError(
             "--across-sides pairs cleanued's seed i with minimax's seed i of one folder: no second folder, --side or "
             "--second-seeds"
         )
+
+
+def check_sides_started_alike(folder: Path, experiment: dict) -> None:
     if not (experiment.get("same_init") or experiment.get("init_from")):
         raise ConfigError(
             f"{folder} was run without --same-init or --init-from: its cleanued and minimax seeds started apart"
@@ -201,8 +204,11 @@ def check_pooled_alike(args: Args, folder: Path, first: dict, pooled: dict) -> N
     differing += [part for part in ("settings", "evaluation") if first[part] != pooled[part]]
     if differing:
         raise ConfigError(f"--pooled-with {folder} differs from {args.first} in {', '.join(sorted(differing))}")
-    if first["experiment"].get("first_seed", 0) == pooled["experiment"].get("first_seed", 0):
-        raise ConfigError(f"--pooled-with {folder}: the same seed set as {args.first} (--first-seed)")
+
+
+def seed_range(experiment: dict) -> range:
+    first_seed = experiment.get("first_seed", 0)
+    return range(first_seed, first_seed + experiment["seeds"])
 
 
 def shifted(evaluations: Evaluations, offset: int) -> Evaluations:
@@ -231,23 +237,26 @@ def merged(parts: list[Evaluations]) -> Evaluations:
 def read_across_sides(args: Args) -> Pairing:
     """cleanued's seed i against minimax's seed i in `first` and every --pooled-with folder, the folders' seeds one
     after another."""
-    cleanued_parts, minimax_parts, offset = [], [], 0
+    check_across_sides_arguments(args)
+    cleanued_parts, minimax_parts, seen, offset = [], [], {}, 0
     first_meta = None
     for folder in (args.first, *args.pooled_with):
         (cleanued, cleanued_evaluations), (minimax, minimax_evaluations) = (
             read_side(folder, side, args.method) for side in ("cleanued", "minimax")
         )
-        check_sides_started_alike(args, folder, cleanued["experiment"])
+        check_sides_started_alike(folder, cleanued["experiment"])
         check_same_evaluation(f"{folder}'s cleanued side", "its minimax side", cleanued, minimax)
         if first_meta is None:
             first_meta = cleanued
         else:
             check_pooled_alike(args, folder, first_meta, cleanued)
-        seeds = cleanued["experiment"]["seeds"]
-        seed_pairs(args, seeds, minimax["experiment"]["seeds"], f"{folder}'s minimax side")
+        seeds = seed_range(cleanued["experiment"])
+        if shared := [other for other, taken in seen.items() if set(taken) & set(seeds)]:
+            raise ConfigError(f"--pooled-with {folder}: its seed set overlaps that of {shared[0]} (--first-seed)")
+        seen[folder] = seeds
         cleanued_parts.append(shifted(cleanued_evaluations, offset))
         minimax_parts.append(shifted(minimax_evaluations, offset))
-        offset += seeds
+        offset += len(seeds)
     folders = " + ".join(str(folder) for folder in (args.first, *args.pooled_with))
     title = f"{args.method} in {folders}, cleanued (first) against minimax (second)"
     return Pairing(merged(cleanued_parts), merged(minimax_parts), tuple(range(offset)), title)

@@ -73,38 +73,29 @@ WALKS_ALGOS = ("tests/test_scripts.py",)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("edited", [False, True], ids=["unedited", "edited"])
-def test_a_copied_script_passes_every_test_that_walks_algos(tmp_path, edited):
+def test_a_copied_script_passes_every_test_that_walks_algos(tmp_path):
     """README promises that `cp algos/accel.py algos/my_accel.py` (edited or not) keeps the suite passing: in a
-    clone of the project with the copy added, every test of the files that walk algos/ passes, fast and slow tier,
-    the copy's parametrizations included (a copy's --help names its run folder my_accel, not accel)."""
+    clone of the project with an unedited copy and an edited one added, every test of the files that walk algos/
+    passes, fast and slow tier, each copy's parametrizations included (a copy's --help names its run folder after
+    the copy, not accel). Both copies share one run of those tests: each is its own parametrization there."""
     repo = tmp_path / "repo"
     for folder in ("algos", "common", "envs", "tests", "docs"):
         shutil.copytree(REPO_ROOT / folder, repo / folder, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO_ROOT / name, repo / name)
     source = (repo / "algos" / "accel.py").read_text()
-    if edited:
-        default = "    num_edits: Annotated[int, AT_LEAST_ONE] = 20\n"
-        assert source.count(default) == 1, "algos/accel.py no longer has this default: update this test"
-        source = source.replace(default, default.replace("20", "7"))
+    default = "    num_edits: Annotated[int, AT_LEAST_ONE] = 20\n"
+    assert source.count(default) == 1, "algos/accel.py no longer has this default: update this test"
     (repo / "algos" / "my_accel.py").write_text(source)
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", *WALKS_ALGOS],
-        capture_output=True,
-        text=True,
-        cwd=repo,
-    )
+    (repo / "algos" / "my_edited_accel.py").write_text(source.replace(default, default.replace("20", "7")))
+    pytest_command = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider"]
+    result = subprocess.run([*pytest_command, *WALKS_ALGOS], capture_output=True, text=True, cwd=repo)
     assert result.returncode == 0, result.stdout[-3000:]
-    assert (
-        "my_accel.py"
-        in subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "--collect-only", *WALKS_ALGOS],
-            capture_output=True,
-            text=True,
-            cwd=repo,
-        ).stdout
-    ), "the copy's own parametrizations ran"
+    collected = subprocess.run(
+        [*pytest_command, "--collect-only", *WALKS_ALGOS], capture_output=True, text=True, cwd=repo
+    ).stdout
+    for copy in ("my_accel.py", "my_edited_accel.py"):
+        assert copy in collected, f"{copy}'s own parametrizations ran"
 
 
 def test_checker_finds_unmarked_copies(tmp_path):

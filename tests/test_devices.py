@@ -66,8 +66,9 @@ def test_cli_reports_a_bad_split_in_one_line(tmp_path):
 
 @pytest.mark.slow
 def test_four_device_suite():
+    # One process: the sub-suite is one file, so a second pytest-xdist worker would only start up and wait.
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/multidevice"],
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "tests/multidevice"],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

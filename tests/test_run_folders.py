@@ -1117,11 +1117,11 @@ def test_a_run_of_zero_updates_is_refused_before_anything_is_made(tmp_path):
 
 @pytest.mark.slow
 def test_a_second_signal_ends_a_chunk_that_runs_on(tmp_path):
-    """Chunks of 5,000 updates (seconds here; a size too large for the machine may never end): the first Ctrl+C
+    """Chunks of 2,000 updates (about 9 s here; a size too large for the machine may never end): the first Ctrl+C
     waits for the chunk under way, the second ends the process at once, saying so. The signals go a second into the
     second chunk: the first chunk's progress line says that it has begun, while the end of the compile leaves a
     loaded machine setting up the run for longer than a fixed wait."""
-    flags = [*TINY_FLAGS, "--log-interval", "5000", "--total-updates", "15000", "--checkpoint-interval", "5000"]
+    flags = [*TINY_FLAGS, "--log-interval", "2000", "--total-updates", "6000", "--checkpoint-interval", "2000"]
     process = subprocess.Popen(
         [sys.executable, "algos/dr.py", *flags, "--runs-dir", str(tmp_path), "--run-name", "long"],
         cwd=REPO_ROOT,
@@ -1130,7 +1130,7 @@ def test_a_second_signal_ends_a_chunk_that_runs_on(tmp_path):
         env={**os.environ, "WANDB_MODE": "disabled"},
     )
     for line in process.stderr:
-        if line.startswith("update 5000/15000"):
+        if line.startswith("update 2000/6000"):
             break
     time.sleep(1.0)
     process.send_signal(signal.SIGINT)

@@ -23,9 +23,10 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
 # older elemental emitter rather than its MLIR fusion emitters (a training chunk's compile 6.1 s -> 2.9 s). Both
 # keep the operations each program runs, but the older emitter expands a few ops into extra loops of known trip count
 # and can round a float otherwise in one program than in another that holds the same step (one in a few thousand,
-# train's loop against the step alone). So tests/test_hlo_loops.py, which reads the programs, and
-# tests/test_train_functions.py, which compares those two bitwise, compile with the emitters (SCRIPTS_FUSION_EMITTERS);
-# every other bitwise comparison holds either way. CLEANUED_TESTS_OPTIMIZED=1 compiles every test as the scripts do.
+# train's loop against the step alone). So tests/test_train_functions.py, which compares those two bitwise, compiles
+# with the emitters (SCRIPTS_FUSION_EMITTERS); every other bitwise comparison holds either way, and the loops that
+# tests/test_hlo_loops.py looks for are there either way (the extra ones all have a known trip count).
+# CLEANUED_TESTS_OPTIMIZED=1 compiles every test as the scripts do.
 FUSION_EMITTERS_FLAG = "--xla_cpu_use_fusion_emitters"
 FAST_COMPILE = " ".join(
     ("--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true", f"{FUSION_EMITTERS_FLAG}=false")
@@ -34,7 +35,7 @@ if not os.environ.get("CLEANUED_TESTS_OPTIMIZED") and FAST_COMPILE not in os.env
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip()
 SCRIPTS_FUSION_EMITTERS = {FUSION_EMITTERS_FLAG.removeprefix("--"): True}
 """`compiler_options=SCRIPTS_FUSION_EMITTERS` (to `jax.jit` or `.compile`): fusions emitted as the scripts' compiles
-emit them, for a test that reads a compiled program or compares two programs bitwise."""
+emit them, for a test that compares two programs bitwise."""
 OPTIMIZED_COMPILE = {
     "xla_backend_optimization_level": 3,
     "xla_llvm_disable_expensive_passes": False,

@@ -17,7 +17,6 @@ import pytest
 from common.config import with_flags
 from common.sweep import run_functions
 from envs.levels import optimal_steps, sample_dr_level, shortest_path_length
-from tests.conftest import SCRIPTS_FUSION_EMITTERS
 from tests.test_cuda_lowering import SCRIPT_FLAGS, TINY
 
 COMPUTATION = re.compile(r"^(?:ENTRY )?%(\S+) ")
@@ -60,11 +59,12 @@ def loops_and_conditionals(hlo_text: str) -> tuple[list[str], list[tuple[str, in
 
 
 def gpu_program(function, *args):
-    """`function` jitted in the form a GPU gets, compiled for this machine's CPU with XLA's MLIR fusion emitters, as the
-    scripts compile (the tests' faster compiles leave them out, and with them the CPU expands some ops into more loops
-    of known trip count)."""
+    """`function` jitted in the form a GPU gets, compiled for this machine's CPU with the tests' faster compile. That
+    compile leaves out XLA's MLIR fusion emitters and so expands a few ops into more loops, each of known trip count
+    (accel's 2-seed chunk: 44 loops against the scripts' 15), while the loops and conditionals the program itself holds
+    stay as they are: it finds what the scripts' compile would, in about half the time."""
     lowered = jax.jit(function).trace(*args).lower(lowering_platforms=("cuda",))
-    return lowered.compile(compiler_options=SCRIPTS_FUSION_EMITTERS)
+    return lowered.compile()
 
 
 def compiled_text(function, *args) -> str:
@@ -103,7 +103,7 @@ def test_the_searches_run_every_layer_on_a_gpu_and_stop_early_on_a_cpu_with_the_
         np.testing.assert_array_equal(on_cpu, gpu_program(search, levels)(levels), err_msg=name)
         assert (on_cpu == -1).any() and (on_cpu > size).any(), name
         assert loops_and_conditionals(compiled_text(search, levels))[0] == [], name
-        cpu_text = jax.jit(search).lower(levels).compile(compiler_options=SCRIPTS_FUSION_EMITTERS).as_text()
+        cpu_text = jax.jit(search).lower(levels).compile().as_text()
         assert len(loops_and_conditionals(cpu_text)[0]) == 1, name
 
 

@@ -269,17 +269,44 @@ class ActorCritic(nn.Module):
         return carry, policy, head(1, nn.initializers.orthogonal(1.0))[..., 0]
 
 
+def orthogonal_by_cholesky(key, shape, dtype=jnp.float32) -> jax.Array:
+    """`nn.initializers.orthogonal()` of a kernel at least 4 times taller than wide: the Q of the same Gaussian's QR
+    (R's diagonal positive), computed as the Gaussian times the inverse of the Cholesky factor of its Gram matrix.
+    The same values to float32 rounding (Q's columns are orthonormal to 1e-6 at that shape), and XLA:CPU's QR of
+    one gate of the teacher's 21,692-wide input takes 13 s, this 1 s. Other shapes take flax's QR."""
+    rows, columns = shape
+    if rows < 4 * columns:
+        return nn.initializers.orthogonal()(key, shape, dtype)
+    gaussian = jax.random.normal(key, shape, dtype)
+    upper = jnp.linalg.cholesky(jnp.matmul(gaussian.T, gaussian, precision="highest")).T
+    return jax.scipy.linalg.solve_triangular(upper, gaussian.T, trans="T").T
+
+
+def per_gate(init: nn.initializers.Initializer) -> nn.initializers.Initializer:
+    """`init` for a [..., 4H] kernel of the four LSTM gates side by side, drawing each gate's [..., H] part on
+    its own as flax's OptimizedLSTMCell and minimax's teacher do: an orthogonal 4H-wide kernel would make no
+    gate's part orthogonal, and the recurrent [H, 4H] one half the scale."""
+
+    def initializer(key, shape, dtype=jnp.float32):
+        *rest, width = shape
+        return jnp.concatenate([init(gate, (*rest, width // 4), dtype) for gate in jax.random.split(key, 4)], -1)
+
+    return initializer
+
+
 class HoistedLSTM(nn.Module):
     """An LSTM over time (carry zeroed where the previous step ended an episode) whose input projection
     W_x x_t is one matmul for all steps before the scan: the same math as an LSTM cell, but the teacher's
-    21,692-wide input would otherwise re-read its 89 MB weight at every one of the 62 steps."""
+    21,692-wide input would otherwise re-read its 89 MB weight at every one of the 62 steps. Initialised as
+    minimax's teacher LSTM: every gate's input and recurrent kernel orthogonal, biases zero."""
 
     features: int
     unroll: int = 1  # time steps per iteration of the scan (--unroll)
 
     @nn.compact
     def __call__(self, carry, inputs: jax.Array, reset: jax.Array):  # inputs [T, B, D], reset [T, B]
-        projected = nn.Dense(4 * self.features, kernel_init=nn.initializers.lecun_normal())(inputs)  # [T, B, 4H]
+        projection = nn.Dense(4 * self.features, kernel_init=per_gate(orthogonal_by_cholesky))
+        projected = projection(inputs)  # [T, B, 4H]
         scan = nn.scan(
             RecurrentGates,
             variable_broadcast="params",
@@ -300,9 +327,8 @@ class RecurrentGates(nn.Module):
     def __call__(self, carry, inputs):
         projected, reset = inputs
         cell, hidden = jax.tree.map(lambda c: jnp.where(reset[:, None], 0.0, c), carry)
-        gates = projected + nn.Dense(4 * self.features, use_bias=False, kernel_init=nn.initializers.orthogonal())(
-            hidden
-        )
+        recurrent = nn.Dense(4 * self.features, use_bias=False, kernel_init=per_gate(nn.initializers.orthogonal()))
+        gates = projected + recurrent(hidden)
         input_gate, forget_gate, candidate, output_gate = jnp.split(gates, 4, axis=-1)
         cell = nn.sigmoid(forget_gate) * cell + nn.sigmoid(input_gate) * jnp.tanh(candidate)
         hidden = nn.sigmoid(output_gate) * jnp.tanh(cell)
@@ -322,15 +348,17 @@ class TeacherNetwork(nn.Module):
     def __call__(self, carry, obs: teacher.TeacherObservation, reset: jax.Array):  # leaves [T, B, ...]
         image = Conv3x3(self.conv_filters)(obs.image)
         image = nn.relu(image).reshape(*image.shape[:-3], -1)
-        step_embedding = nn.Embed(self.episode_steps + 1, 10)(obs.time)
+        step_embedding = nn.Embed(self.episode_steps + 1, 10, embedding_init=nn.initializers.orthogonal())(obs.time)
         features = jnp.concatenate([image, step_embedding, obs.noise], -1)
         carry, hidden = HoistedLSTM(carry[0].shape[-1], self.unroll)(carry, features, reset)
 
-        def head(outputs: int, scale: float):
+        def head(outputs: int, last_init):
             layer = nn.Dense(32, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(hidden)
-            return nn.Dense(outputs, kernel_init=nn.initializers.orthogonal(scale))(nn.tanh(layer))
+            return nn.Dense(outputs, kernel_init=last_init)(nn.tanh(layer))
 
-        return carry, head(self.num_actions, 0.01), head(1, 1.0)[..., 0]
+        # Initialisers as minimax's teacher (`GridWorldACTeacherModel`): the first design policy is uniform.
+        policy = head(self.num_actions, nn.initializers.constant(0.01))
+        return carry, policy, head(1, nn.initializers.orthogonal(1.0))[..., 0]
 
 
 # copied from algos/dr.py:initial_carry

@@ -1,11 +1,13 @@
 """algos/paired.py: UED scores against plain Python, smoke runs of PAIRED, population PAIRED and the
-minimax adversary, designed-level validity, invalid combinations, exact resume, evaluate any student, and each
-agent's update by identities of what it logs (the teacher's reward and discount, each agent's own settings)."""
+minimax adversary, designed-level validity, invalid combinations, the teacher's initialisation as minimax's, exact
+resume, evaluate any student, and each agent's update by identities of what it logs (the teacher's reward and
+discount, each agent's own settings)."""
 
 import subprocess
 import sys
 from pathlib import Path
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -145,6 +147,35 @@ def test_teacher_parameter_count_matches_reference():
     params = jax.eval_shape(paired.make_train(config).init, jax.random.split(jax.random.key(0), 1)).teacher.params
     count = sum(np.prod(leaf.shape[1:]) for leaf in jax.tree.leaves(params))
     assert 22_000_000 < count < 23_000_000, count  # about 22M: the conv features feed the LSTM directly
+
+
+@pytest.mark.parametrize("shape", [(300, 16), (64, 16), (40, 16), (8, 16)])
+def test_orthogonal_by_cholesky_is_flax_orthogonal(shape):
+    for seed in range(3):
+        key = jax.random.key(seed)
+        expected = nn.initializers.orthogonal()(key, shape)
+        np.testing.assert_allclose(paired.orthogonal_by_cholesky(key, shape), expected, atol=1e-6)
+
+
+def test_teacher_starts_as_minimax_initialises_it():
+    """minimax's teacher (`GridWorldACTeacherModel`; its LSTM is flax's OptimizedLSTMCell): each gate's input and
+    recurrent kernel orthogonal on its own, the step embedding orthogonal, and the last policy layer the constant
+    0.01 with a zero bias, so the first design policy is uniform over cells."""
+    config = with_flags(paired.Config(), **{**TINY, "num_seeds": 1})
+    state = jax.jit(paired.make_train(config).init)(jax.random.split(jax.random.key(0), 1))
+    params = jax.tree.map(lambda leaf: np.asarray(leaf[0]), state.teacher.params["params"])
+    lstm = params["HoistedLSTM_0"]
+    for name, kernel in (
+        ("input", lstm["Dense_0"]["kernel"]),
+        ("recurrent", lstm["RecurrentGates_0"]["Dense_0"]["kernel"]),
+    ):
+        assert kernel.shape[0] >= kernel.shape[1] // 4, name  # each gate's [in, H] part can have orthonormal columns
+        for gate in np.split(kernel, 4, axis=-1):
+            np.testing.assert_allclose(gate.T @ gate, np.eye(gate.shape[1]), atol=1e-5, err_msg=name)
+    np.testing.assert_allclose(np.linalg.svd(params["Embed_0"]["embedding"], compute_uv=False), 1.0, atol=1e-5)
+    policy = params["Dense_1"]
+    assert policy["kernel"].shape[1] == config.teacher_params.num_actions
+    assert (policy["kernel"] == np.float32(0.01)).all() and not policy["bias"].any()
 
 
 @pytest.mark.slow

@@ -144,7 +144,7 @@ class Config:
     staleness_coef: Annotated[float, FRACTION] = 0.5
     """Weight of staleness in the replay distribution."""
     exploratory_grad_updates: bool = False
-    """Also take PPO steps on new levels and mutants; off: learn only from replayed levels (ACCEL)."""
+    """Also take PPO steps on new levels (never on mutants, as minimax); off: learn only from replayed levels."""
     num_edits: Annotated[int, AT_LEAST_ONE] = 20
     """Random edits per mutant (each a wall flip, a goal move or a no-op)."""
     mutation_criterion: Literal["batch", "easy", "hard"] = "batch"
@@ -632,7 +632,8 @@ def make_train(config: Config) -> BatchedOverSeeds:
             replay_levels, scores, buffer.mutations[slots], config.mutation_criterion, config.mutation_subsample_size
         )
 
-        # PPO UPDATE: Robust PLR takes the step only on replay updates. At one seed the other branch is
+        # PPO UPDATE: Robust PLR takes the step only on replay updates; --exploratory-grad-updates (PLR) also on new
+        # levels, never on mutants, whose rollout minimax's PLRRunner only scores. At one seed the other branch is
         # skipped; vmapped over seeds, lax.cond computes both and selects.
         def ppo_step():
             return ppo_update(
@@ -643,7 +644,7 @@ def make_train(config: Config) -> BatchedOverSeeds:
             metrics = jax.eval_shape(ppo_step)[1]
             return runner.train_state, jax.tree.map(lambda m: jnp.full(m.shape, jnp.nan), metrics)
 
-        learn = replay | config.exploratory_grad_updates
+        learn = replay | (config.exploratory_grad_updates & ~mutate)
         train_state, ppo_metrics = jax.lax.cond(learn, ppo_step, no_ppo_step)
         finite = (~learn | jnp.isfinite(ppo_metrics["ppo/loss"])) & all_finite(
             (train_state.params, train_state.opt_state)

@@ -1,6 +1,7 @@
 """algos/accel.py: a mutation update follows every replay update, edits the levels that update replayed and ages no
-slot, mutants enter the buffer one generation deeper than their parents, only replay updates change the policy,
-the mutation criteria pick what they say, and resume (buffer and pending mutation included) is exact."""
+slot, mutants enter the buffer one generation deeper than their parents, only replay updates change the policy
+(with --exploratory-grad-updates new-level updates too, mutation updates never), the mutation criteria pick what
+they say, and resume (buffer and pending mutation included) is exact."""
 
 from typing import NamedTuple
 
@@ -120,6 +121,22 @@ def test_only_replay_updates_change_the_policy(tiny_updates):
         before, after = cycle.runner_before.train_state.params, cycle.runner_after.train_state.params
         changed = params_changed(before, after, cycle.seed)
         assert changed == (cycle.kind == "replay"), cycle.where
+    assert kinds == {"new", "replay", "mutation"}, "new, replay and mutation updates all ran"
+
+
+@pytest.mark.slow
+def test_exploratory_updates_learn_from_new_levels_never_from_mutants(tmp_path):
+    """--exploratory-grad-updates (PLR rather than Robust PLR): a PPO step on new and replayed levels, none on
+    mutants, whose rollout minimax's PLRRunner only scores; each step counted as a student update."""
+    config = tiny_config(tmp_path, log_interval=1, total_updates=12, exploratory_grad_updates=True)
+    updates = Updates(config, *run_update_by_update(accel.make_train(config), config, jax.random.key(0)))
+    kinds = set()
+    for cycle in cycles(updates):
+        kinds.add(cycle.kind)
+        before, after = cycle.runner_before.train_state.params, cycle.runner_after.train_state.params
+        assert params_changed(before, after, cycle.seed) == (cycle.kind != "mutation"), cycle.where
+        counted = cycle.runner_after.student_updates[cycle.seed] - cycle.runner_before.student_updates[cycle.seed]
+        assert counted == (cycle.kind != "mutation"), cycle.where
     assert kinds == {"new", "replay", "mutation"}, "new, replay and mutation updates all ran"
 
 

@@ -116,7 +116,7 @@ class PPO:
     max_grad_norm: Annotated[float, POSITIVE] = 0.5
     """Global gradient norm clip (SFL: MAX_GRAD_NORM 0.5)."""
     lstm_size: Annotated[int, AT_LEAST_ONE] = 256
-    """LSTM units of the student (our student network throughout; SFL's maze network has 512)."""
+    """LSTM units of the student (our student network throughout; SFL's maze network also has 256)."""
 
     @property
     def settings(self) -> PPOSettings:

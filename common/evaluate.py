@@ -13,11 +13,14 @@ none below 3 seeds). `--gif` saves seed 0's first episode on each maze as an ani
 agent on big mazes.
 
 `--risk` adds the adversarial evaluation of Rutherford et al., 2024 ("No Regrets", SFL): sample --risk-levels
-solvable mazes of --risk-maze-size with --risk-walls walls, play --risk-episodes attempts of at most
---risk-max-steps steps on each (the authors' 13x13, 60 walls, 250 steps by default, whatever the run trained
-on), twice with independent randomness; for each alpha in RISK_ALPHAS (percent), rank the levels by the first
-pass's win rate, take the worst alpha percent and report the second pass's mean win rate on them, so the
-selection does not bias the estimate (CVaR of the win rate). Written to <run-dir>/eval/risk_<update>_<time>.csv
+solvable mazes of --risk-maze-size with --risk-walls walls, play --risk-episodes attempts of --risk-max-steps
+steps on each (the authors' 13x13, 60 walls, 250 steps by default, whatever the run trained on), twice with
+independent randomness; a level's win rate is its successes over its episodes, counted as the authors count them
+(`--risk-counting window`: every episode an attempt ends in its steps, the level restarted after each, so a level
+solved fast counts many successes) or each attempt's first episode (`first`, the held-out mazes' count); for each
+alpha in RISK_ALPHAS (percent), rank the levels by the first pass's win rate, take the worst alpha percent and
+report the second pass's mean win rate on them, so the selection does not bias the estimate (CVaR of the win
+rate). Written to <run-dir>/eval/risk_<update>_<time>.csv
 (a row per seed per alpha, with the maze size, walls and step limit played), which `python -m common.report`
 reads.
 """
@@ -32,7 +35,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, NamedTuple
+from typing import Annotated, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -61,7 +64,7 @@ from common.config import (  # noqa: E402
 from common.contract import BatchedOverSeeds  # noqa: E402
 from common.devices import scan_unroll  # noqa: E402
 from common.errors import ConfigError  # noqa: E402
-from common.heldout_eval import evaluate_policy, play_levels  # noqa: E402
+from common.heldout_eval import evaluate_policy, play_levels, play_levels_restarting  # noqa: E402
 from common.provenance import REPO_ROOT  # noqa: E402
 from common.report import MIN_SEEDS_FOR_INTERVAL, RiskSetup, interval_policy, mean_and_interval  # noqa: E402
 from common.runs import one_line_errors  # noqa: E402
@@ -109,6 +112,8 @@ class Args:
     """Walls drawn with replacement per risk-evaluation maze (SFL: 60)."""
     risk_max_steps: Annotated[int, AT_LEAST_ONE] = 250
     """Steps per risk-evaluation attempt (SFL: 250, its maze's episode limit), whatever the run trained with."""
+    risk_counting: Literal["window", "first"] = "window"
+    """Episodes a risk attempt counts: every one ended in its steps, the level restarted (SFL's), or its first."""
     batch: Annotated[int, AT_LEAST_ONE] = 4096
     """Attempts played per jitted call of the risk evaluation (memory against calls)."""
 
@@ -301,34 +306,43 @@ def sample_solvable_levels(rng, count: int, size: int, walls: int):
 
 
 def risk_win_rates(args: Args, rng, module, network, params, config, levels) -> np.ndarray:
-    """[2 passes, entries, levels] win rates: each level attempted --risk-episodes times per pass."""
+    """[2 passes, entries, levels] win rates: each level attempted --risk-episodes times per pass, its successes
+    over its episodes (as --risk-counting counts them)."""
     attempts = jax.tree.map(lambda x: np.repeat(x, args.risk_episodes, axis=0), levels)  # [levels * episodes]
     total, lstm_size = attempts.wall_map.shape[0], config.ppo.lstm_size
     env_params = config.env_params.replace(max_steps=args.risk_max_steps)  # the evaluation's limit, not the run's
+    unroll = scan_unroll(config.run.devices)
 
     @jax.jit
     def play(rngs, seed_params, chunk):
         carry = module.initial_carry(chunk.wall_map.shape[0], lstm_size)
-        played = lambda key, p: play_levels(  # noqa: E731
-            key, network.apply, p, carry, chunk, env_params, args.risk_max_steps, scan_unroll(config.run.devices)
-        )
-        return jax.vmap(lambda key, p: played(key, p).returns > 0)(rngs, seed_params)
+
+        def counts(key, p):  # (successes, episodes) of each attempt
+            if args.risk_counting == "window":
+                return play_levels_restarting(
+                    key, network.apply, p, carry, chunk, env_params, args.risk_max_steps, unroll
+                )
+            wins = play_levels(key, network.apply, p, carry, chunk, env_params, args.risk_max_steps, unroll).returns > 0
+            return wins.astype(jnp.int32), jnp.ones_like(wins, jnp.int32)
+
+        return jnp.stack(jax.vmap(counts)(rngs, seed_params))  # [2, entries, attempts]
 
     passes, started, interactive = [], time.perf_counter(), sys.stderr.isatty()
     entries = jax.tree.leaves(params)[0].shape[0]
     for pass_index in range(2):
-        wins = []
+        counted = []
         for start in range(0, total, args.batch):
             chunk = jax.tree.map(lambda x, s=start: x[s : s + args.batch], attempts)
             keys = seed_keys(jax.random.fold_in(rng, pass_index * total + start), config)
-            wins.append(np.asarray(play(keys, params, chunk)))
+            counted.append(np.asarray(play(keys, params, chunk)))
             done = pass_index * total + start + len(chunk.wall_map)
             progress = f"risk evaluation: {done}/{2 * total} attempts, {time.perf_counter() - started:.0f}s"
             if interactive:
                 print(f"\r{progress}", end="", file=sys.stderr, flush=True)
         if not interactive:  # a log file gets one whole line per pass, not carriage returns
             print(progress, file=sys.stderr, flush=True)
-        passes.append(np.concatenate(wins, axis=1).reshape(entries, -1, args.risk_episodes).mean(axis=2))
+        successes, episodes = np.concatenate(counted, axis=2).reshape(2, entries, -1, args.risk_episodes).sum(axis=3)
+        passes.append(successes / episodes)
     if interactive:
         print(file=sys.stderr)
     return np.stack(passes)
@@ -405,7 +419,12 @@ def main(args: Args) -> None:
         print(f"wrote {out}")
     if args.risk:
         setup = RiskSetup(
-            args.risk_levels, args.risk_episodes, args.risk_maze_size, args.risk_walls, args.risk_max_steps
+            args.risk_levels,
+            args.risk_episodes,
+            args.risk_maze_size,
+            args.risk_walls,
+            args.risk_max_steps,
+            args.risk_counting,
         )
         print(f"risk evaluation: {setup.describe()}")
         rng_levels, rng_play = jax.random.split(jax.random.fold_in(jax.random.key(args.seed), len(HELDOUT_MAZES)))

@@ -1,6 +1,7 @@
 """Zero-shot evaluation of a recurrent policy on held-out mazes, the same protocol for every method (so a
 variant author cannot change it by accident): actions are sampled, and each attempt counts its first
-episode. Jittable and vmappable; the policy is passed in as its network's `apply`.
+episode. Jittable and vmappable; the policy is passed in as its network's `apply`. `play_levels_restarting`
+counts as SFL's risk evaluation does instead: every episode a window of steps ends, the level restarted.
 """
 
 import functools
@@ -13,7 +14,7 @@ import jax.numpy as jnp
 
 from common.devices import scan_unroll
 from envs.heldout import HELDOUT_MAZES, HeldoutMaze
-from envs.maze import EnvParams, Level, Observation, reset_to_level, step
+from envs.maze import EnvParams, Level, Observation, reset_to_level, step, step_and_restart
 
 
 class EvalState(NamedTuple):  # leaves [num_episodes, ...]
@@ -76,6 +77,38 @@ def play_levels(
     start = EvalState(obs, env_state, carry, zeros.astype(bool), zeros * 0.0, zeros)
     end, (positions, directions) = jax.lax.scan(one_step, start, jax.random.split(rng_steps, max_steps), unroll=unroll)
     return EvalResult(end.returns, end.lengths, levels, positions, directions)
+
+
+class WindowCounts(NamedTuple):
+    successes: jax.Array  # [E] episodes that reached the goal within the window
+    episodes: jax.Array  # [E] episodes that ended within the window (the goal or the time limit)
+
+
+def play_levels_restarting(
+    rng, apply: Callable, params, carry, levels: Level, env_params: EnvParams, window: int, unroll: int = 1
+) -> WindowCounts:
+    """One attempt on each of the levels (leading axis E) as SFL's evaluation runner plays it (Rutherford et al.,
+    2024: `AutoReplay` for the episode limit's number of steps): sampled actions for `window` steps, the level
+    restarted after each episode with the carry zeroed, every episode that ends in the window counted. A policy that
+    solves a level fast counts many successes there, and one that times out a single failure."""
+    num_envs = levels.wall_map.shape[0]
+    rng_reset, rng_steps = jax.random.split(rng)
+    obs, env_state = jax.vmap(reset_to_level, (None, 0, None))(rng_reset, levels, env_params)
+    step_env = jax.vmap(functools.partial(step_and_restart, params=env_params))
+
+    def one_step(state, rng_step):
+        obs, env_state, carry, reset, counts = state
+        rng_action, rng_env = jax.random.split(rng_step)
+        carry, logits, _ = apply(params, carry, jax.tree.map(lambda x: x[None], obs), reset[None])
+        action = distrax.Categorical(logits=logits[0]).sample(seed=rng_action)
+        obs, env_state, reward, done, _ = step_env(jax.random.split(rng_env, num_envs), env_state, action)
+        counts = WindowCounts(counts.successes + (done & (reward > 0)), counts.episodes + done)
+        return (obs, env_state, carry, done, counts), None
+
+    zeros = jnp.zeros(num_envs, jnp.int32)
+    start = (obs, env_state, carry, zeros.astype(bool), WindowCounts(zeros, zeros))
+    (*_, counts), _ = jax.lax.scan(one_step, start, jax.random.split(rng_steps, window), unroll=unroll)
+    return counts
 
 
 def heldout_metrics(

@@ -110,22 +110,26 @@ def mean_and_interval(values, confidence: float = 0.95, low: float = 0.0, high: 
 
 class RiskSetup(NamedTuple):
     """What a risk evaluation played (the columns of its CSV besides seed, update, alpha and win rate);
-    maze_size, walls and max_steps are None in risk CSVs written before they were recorded."""
+    maze_size, walls and max_steps are None in risk CSVs written before they were recorded, and counting is
+    "first" there (every attempt counted its first episode before `--risk-counting` came)."""
 
     levels: int
     episodes: int
     maze_size: int | None
     walls: int | None
     max_steps: int | None
+    counting: str = "first"
 
     def describe(self) -> str:
-        """'10000 solvable 13x13 mazes with 60 walls, at most 250 steps, 10 attempts per pass'."""
+        """'10000 solvable 13x13 mazes with 60 walls, at most 250 steps, 10 attempts per pass, every episode counted
+        (SFL's)'."""
         if self.maze_size is None:
             mazes = f"{self.levels} solvable mazes (size, walls and step limit not recorded)"
         else:
             size, walls, steps = self.maze_size, self.walls, self.max_steps
             mazes = f"{self.levels} solvable {size}x{size} mazes with {walls} walls, at most {steps} steps"
-        return f"{mazes}, {self.episodes} attempts per pass"
+        counted = "every episode counted (SFL's)" if self.counting == "window" else "the first episode counted"
+        return f"{mazes}, {self.episodes} attempts per pass, {counted}"
 
 
 @dataclass(frozen=True)
@@ -278,12 +282,21 @@ def read_risk(path: Path, point: int | None = None) -> tuple[RiskSetup, dict[flo
             RiskSetup(
                 *(count(path, line, row, column, 1) for column in ("levels", "episodes")),
                 *(count(path, line, row, column, 1) if column in row else None for column in RECORDED_LATER),
+                counting(path, line, row),
             )
         )
         win_rates[number(path, line, row, "alpha", 0, 100)].append(number(path, line, row, "win_rate"))
     if len(setups) != 1:
         raise ConfigError(f"{path} mixes risk evaluations of different configurations, or has no rows")
     return setups.pop(), dict(win_rates)
+
+
+def counting(path: Path, line: int, row: dict) -> str:
+    """A risk row's `counting` ("first" in CSVs written before it was recorded)."""
+    value = row.get("counting", "first")
+    if value not in ("window", "first"):
+        raise ConfigError(f"{path}:{line}: counting must be window or first, got {value!r}")
+    return value
 
 
 def learning_curves(folder: Path, point: int | None = None) -> list[dict[str, np.ndarray]]:

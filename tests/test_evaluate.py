@@ -23,6 +23,7 @@ from common import checkpoint
 from common.config import PATH_MAX, flags_of, with_flags
 from common.errors import ConfigError
 from common.evaluate import RISK_ALPHAS, Args, load_run
+from common.heldout_eval import WindowCounts
 from common.sweep import run_functions
 from tests.states import command_in_process
 from tests.test_devices import env_with_devices
@@ -216,25 +217,31 @@ def test_the_risk_levels_are_as_many_as_asked_and_all_solvable():
     assert bool(jnp.all(jax.vmap(common.evaluate.shortest_path_length)(levels) >= 0))
 
 
-def test_the_risk_evaluation_plays_and_records_its_own_configuration(tmp_path, zero_run, monkeypatch, capsys):
+@pytest.mark.parametrize(("counting", "player"), [("window", "play_levels_restarting"), ("first", "play_levels")])
+def test_the_risk_evaluation_plays_and_records_its_own_configuration(
+    tmp_path, zero_run, monkeypatch, capsys, counting, player
+):
     config, _, make = zero_run
     run_dir = make(tmp_path / "run", (4,))
     played = []
-    play_levels = common.evaluate.play_levels
+    play = getattr(common.evaluate, player)
 
-    def recording(rng, apply, params, carry, levels, env_params, max_steps, unroll):
-        played.append((levels.wall_map.shape[-2:], max_steps, env_params.max_steps))
-        return play_levels(rng, apply, params, carry, levels, env_params, max_steps, unroll)
+    def recording(rng, apply, params, carry, levels, env_params, steps, unroll):
+        played.append((levels.wall_map.shape[-2:], steps, env_params.max_steps))
+        return play(rng, apply, params, carry, levels, env_params, steps, unroll)
 
-    monkeypatch.setattr(common.evaluate, "play_levels", recording)
-    args = Args(run_dir=run_dir, mazes=(), **TINY_RISK)
+    monkeypatch.setattr(common.evaluate, player, recording)
+    args = Args(run_dir=run_dir, mazes=(), **TINY_RISK, risk_counting=counting)
     common.evaluate.main(args)
     assert config.env_params.max_steps == 6 and played and set(played) == {((6, 6), 9, 9)}, played
     (risk_csv,) = (run_dir / "eval").glob("risk_00000004_*.csv")
     rows = list(csv.DictReader(open(risk_csv)))
     assert [float(row["alpha"]) for row in rows[::2]] == list(RISK_ALPHAS)
-    recorded = {(row["maze_size"], row["walls"], row["max_steps"], row["levels"], row["episodes"]) for row in rows}
-    assert recorded == {("6", "5", "9", "6", "2")}, recorded
+    recorded = {
+        (row["maze_size"], row["walls"], row["max_steps"], row["levels"], row["episodes"], row["counting"])
+        for row in rows
+    }
+    assert recorded == {("6", "5", "9", "6", "2", counting)}, recorded
     assert all(0.0 <= float(row["win_rate"]) <= 1.0 for row in rows)
     captured = capsys.readouterr()
     assert "6x6 mazes with 5 walls, at most 9 steps" in captured.out
@@ -243,6 +250,23 @@ def test_the_risk_evaluation_plays_and_records_its_own_configuration(tmp_path, z
         "risk evaluation: 12/24 attempts",
         "risk evaluation: 24/24 attempts",
     ], captured.err  # stderr is not a terminal here: one whole line per pass
+
+
+def test_a_level_s_window_win_rate_pools_the_episodes_of_its_attempts(tmp_path, zero_run, monkeypatch):
+    """SFL's runner weighs each attempt's success rate by its episodes: successes over episodes of all of a level's
+    attempts. Each level's first attempt here solves it 3 times in its window, its second times out once: 3/4,
+    where a mean of the attempts' rates would give 1/2."""
+    _, _, make = zero_run
+    run_dir = make(tmp_path / "run", (4,))
+
+    def known(rng, apply, params, carry, levels, env_params, steps, unroll):
+        first_attempt = jnp.arange(levels.wall_map.shape[0]) % TINY_RISK["risk_episodes"] == 0
+        return WindowCounts(jnp.where(first_attempt, 3, 0), jnp.where(first_attempt, 3, 1))
+
+    monkeypatch.setattr(common.evaluate, "play_levels_restarting", known)
+    common.evaluate.main(Args(run_dir=run_dir, mazes=(), **TINY_RISK))
+    (risk_csv,) = (run_dir / "eval").glob("risk_00000004_*.csv")
+    assert {float(row["win_rate"]) for row in csv.DictReader(open(risk_csv))} == {0.75}
 
 
 def test_a_sweep_s_risk_lines_give_each_point_its_own_seeds(tmp_path, monkeypatch, capsys):
@@ -327,16 +351,16 @@ def test_risk_results_never_land_in_a_folder_whose_run_changed(tmp_path, zero_ru
     """The same for the risk evaluation's CSV: a new run in the folder while the risk levels are played, and nothing
     is written there. Fails with the check before the risk CSV dropped (the mutation trial's survivor of main)."""
     run_dir = zero_run[2](tmp_path / "run", (4,))
-    play_levels = common.evaluate.play_levels
+    play = common.evaluate.play_levels_restarting
 
     def overwritten_meanwhile(*args):
         saved = run_dir / "config.json"
         text = saved.read_text()
         saved.unlink()
         saved.write_text(text)
-        return play_levels(*args)
+        return play(*args)
 
-    monkeypatch.setattr(common.evaluate, "play_levels", overwritten_meanwhile)
+    monkeypatch.setattr(common.evaluate, "play_levels_restarting", overwritten_meanwhile)
     args = Args(run_dir=run_dir, mazes=(), **TINY_RISK)
     with pytest.raises(ConfigError, match="was overwritten or deleted while its run was evaluated"):
         common.evaluate.main(args)

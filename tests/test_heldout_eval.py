@@ -86,6 +86,42 @@ def test_scripted_attempts_give_plain_python_s_trajectories_lengths_and_first_ep
     assert sorted(int(length) for length in result.episode_length) == [3, 3, 4, 5, 8, 8], "every case is there"
 
 
+def count_restarting(level, actions: list[int], max_steps: int, window: int) -> tuple[int, int]:
+    """Plain Python: (successes, episodes ended) in `window` steps, the level restarted after each episode and the
+    script taken from its start again."""
+    walls, goal = np.asarray(level.wall_map), tuple(int(v) for v in level.goal_pos)
+    start = tuple(int(v) for v in level.agent_pos), int(level.agent_dir)
+    (position, direction), since_start, successes, episodes = start, 0, 0, 0
+    for _ in range(window):
+        position, direction, reached = python_step(walls, goal, position, direction, actions[since_start])
+        since_start += 1
+        if reached or since_start == max_steps:
+            successes, episodes = successes + reached, episodes + 1
+            (position, direction), since_start = start, 0
+    return successes, episodes
+
+
+@pytest.mark.parametrize("window", [MAX_STEPS, 3 * MAX_STEPS - 1])
+def test_restarting_attempts_count_every_episode_their_window_ends_as_plain_python(window):
+    """SFL's count: each script restarts with the level (the stand-in policy's carry is zeroed at the restart), and
+    a window longer than the episode limit ends time-outs again."""
+    level = level_from_text(CORRIDOR)
+    levels = jax.tree.map(lambda x: jnp.stack([x] * len(SCRIPTS)), level)
+    counts = heldout_eval.play_levels_restarting(
+        jax.random.key(0),
+        Scripted().apply,
+        jnp.asarray(SCRIPTS),
+        jnp.zeros(len(SCRIPTS), jnp.int32),
+        levels,
+        EnvParams(max_steps=MAX_STEPS),
+        window,
+    )
+    expected = [count_restarting(level, actions, MAX_STEPS, window) for actions in SCRIPTS]
+    assert list(zip(counts.successes.tolist(), counts.episodes.tolist(), strict=True)) == expected
+    assert max(successes for successes, _ in expected) >= 2, "a fast solver counts several successes"
+    assert (0, window // MAX_STEPS) in expected, "a policy that never solves ends one episode per time limit"
+
+
 class FixedLogits:
     """Left with probability 0.6, right with 0.4, nothing else."""
 

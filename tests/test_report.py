@@ -187,9 +187,13 @@ def one_line_error(result: subprocess.CompletedProcess, *fragments: str) -> str:
     return lines[0]
 
 
-def risk_rows(seeds: int, maze_size=13, walls=60, max_steps=250, alphas=(1.0, 2.0, 100.0)) -> list[dict]:
-    """A risk CSV as `common.evaluate --risk` writes it (win rate alpha / 200 for every seed)."""
+def risk_rows(
+    seeds: int, maze_size=13, walls=60, max_steps=250, alphas=(1.0, 2.0, 100.0), counting="window"
+) -> list[dict]:
+    """A risk CSV as `common.evaluate --risk` writes it (win rate alpha / 200 for every seed); `counting` None: as
+    written before the column was."""
     setup = {"levels": 10, "episodes": 2, "maze_size": maze_size, "walls": walls, "max_steps": max_steps}
+    setup |= {"counting": counting} if counting else {}
     return [
         {"seed": seed, "update": 100, **setup, "alpha": alpha, "win_rate": alpha / 200}
         for alpha in alphas
@@ -404,6 +408,23 @@ def test_risk_configuration_is_reported_and_never_mixed(tmp_path, capsys):
         ("13", "60", "250", "10", "2")
     }
     assert "13x13 mazes with 60 walls, at most 250 steps" in capsys.readouterr().out
+
+
+def test_risk_win_rates_counted_otherwise_are_never_mixed(tmp_path):
+    """A risk CSV from before `counting` was recorded counted each attempt's first episode; SFL's count (every
+    episode of the window) gives other win rates, so the two never pool."""
+    a = run_folder(tmp_path, "a", "algos/dr.py", A)
+    b = run_folder(tmp_path, "b", "algos/plr.py", B)
+    write_csv(a / "eval" / "risk_00000100_20260101-000000.csv", risk_rows(3))
+    write_csv(b / "eval" / "risk_00000100_20260101-000000.csv", risk_rows(3, counting=None))
+    with pytest.raises(ConfigError, match="risk evaluations differ") as error:
+        load_methods((str(a), str(b)))
+    assert "every episode counted (SFL's)" in str(error.value) and "the first episode counted" in str(error.value)
+    write_csv(a / "eval" / "risk_00000100_20260102-000000.csv", risk_rows(3, counting="first"))
+    assert {method.risk_setup.counting for method in load_methods((str(a), str(b)))} == {"first"}
+    write_csv(b / "eval" / "risk_00000100_20260102-000000.csv", risk_rows(3, counting="all"))
+    with pytest.raises(ConfigError, match="counting must be window or first, got 'all'"):
+        load_methods((str(a), str(b)))
 
 
 def keep_figures(monkeypatch) -> dict:

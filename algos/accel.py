@@ -6,14 +6,15 @@ implementation: minimax-lib 0.2.0 `PLRRunner` with mutations and the shipped maz
 update after each replay update is a mutation update: it applies `--num-edits` random edits (wall flip,
 goal move or no-op; envs/levels.py) to the levels just replayed, plays the mutants without a gradient
 step, and inserts them like new levels, one mutation generation deeper than their parent. The run's budget
-is the papers' (and minimax's): `--total-student-updates` counts replay updates, the only ones with a PPO
-step; `--total-updates` counts every update (new, replay, mutation) and caps the run.
+is the papers' (and minimax's): `--total-student-updates` counts the updates with a PPO step (replay updates;
+with `--exploratory-grad-updates` new-level updates too, never mutation updates); `--total-updates` counts every
+update (new, replay, mutation) and caps the run.
 
 Cost of the data-dependent branches: the replay and mutation decisions select which levels are played
 (jnp.where), so each update is one rollout, one GAE, one buffer update, one buffer insertion and one
 mutation of `num_envs` levels whatever the seed decided. The PPO step is a lax.cond: a one-seed run skips
 it on new-level and mutation updates; vmapped over seeds the cond computes the step for every seed and
-keeps it where the seed replayed. Diff against: algos/plr.py.
+keeps it where the seed learned. Diff against: algos/plr.py.
 
     python algos/accel.py --num-seeds 2 --run-name accel_demo
 """

@@ -284,8 +284,9 @@ def orthogonal_by_cholesky(key, shape, dtype=jnp.float32) -> jax.Array:
 
 def per_gate(init: nn.initializers.Initializer) -> nn.initializers.Initializer:
     """`init` for a [..., 4H] kernel of the four LSTM gates side by side, drawing each gate's [..., H] part on
-    its own as flax's OptimizedLSTMCell and minimax's teacher do: an orthogonal 4H-wide kernel would make no
-    gate's part orthogonal, and the recurrent [H, 4H] one half the scale."""
+    its own as flax's OptimizedLSTMCell and minimax's teacher do: the recurrent [H, 4H] kernel drawn orthogonal
+    whole would leave no gate's part orthogonal, at half the scale (the tall input kernel's gates would come out
+    orthogonal, but orthogonal to each other too, not drawn apart)."""
 
     def initializer(key, shape, dtype=jnp.float32):
         *rest, width = shape

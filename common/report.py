@@ -114,7 +114,7 @@ class RiskSetup(NamedTuple):
     "first" there (every attempt counted its first episode before `--risk-counting` came)."""
 
     levels: int
-    episodes: int
+    episodes: int  # attempts per level and pass (--risk-episodes); with window counting each can end several
     maze_size: int | None
     walls: int | None
     max_steps: int | None

@@ -254,19 +254,26 @@ def test_the_risk_evaluation_plays_and_records_its_own_configuration(
 
 def test_a_level_s_window_win_rate_pools_the_episodes_of_its_attempts(tmp_path, zero_run, monkeypatch):
     """SFL's runner weighs each attempt's success rate by its episodes: successes over episodes of all of a level's
-    attempts. Each level's first attempt here solves it 3 times in its window, its second times out once: 3/4,
-    where a mean of the attempts' rates would give 1/2."""
+    attempts (adjacent: each level is repeated for its attempts). Level l's first attempt here solves it l times in
+    l + 1 episodes, its second times out once: l / (l + 2), where a mean of the attempts' rates would give
+    l / (2 l + 2), and attempts grouped across levels other values again."""
     _, _, make = zero_run
     run_dir = make(tmp_path / "run", (4,))
+    episodes = TINY_RISK["risk_episodes"]
+    assert TINY_RISK["batch"] >= TINY_RISK["risk_levels"] * episodes, "one call sees every attempt in order"
 
     def known(rng, apply, params, carry, levels, env_params, steps, unroll):
-        first_attempt = jnp.arange(levels.wall_map.shape[0]) % TINY_RISK["risk_episodes"] == 0
-        return WindowCounts(jnp.where(first_attempt, 3, 0), jnp.where(first_attempt, 3, 1))
+        attempt = jnp.arange(levels.wall_map.shape[0])
+        level, first = attempt // episodes, attempt % episodes == 0
+        return WindowCounts(jnp.where(first, level, 0), jnp.where(first, level + 1, 1))
 
     monkeypatch.setattr(common.evaluate, "play_levels_restarting", known)
     common.evaluate.main(Args(run_dir=run_dir, mazes=(), **TINY_RISK))
     (risk_csv,) = (run_dir / "eval").glob("risk_00000004_*.csv")
-    assert {float(row["win_rate"]) for row in csv.DictReader(open(risk_csv))} == {0.75}
+    rates = {float(row["alpha"]): float(row["win_rate"]) for row in csv.DictReader(open(risk_csv))}
+    levels = np.arange(TINY_RISK["risk_levels"])
+    assert rates[100.0] == pytest.approx(np.mean(levels / (levels + 2)))
+    assert rates[min(rates)] == 0.0, "the worst level (never solved) alone"
 
 
 def test_a_sweep_s_risk_lines_give_each_point_its_own_seeds(tmp_path, monkeypatch, capsys):
